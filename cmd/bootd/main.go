@@ -1,0 +1,93 @@
+// Command bootd is the lab's netboot appliance: DHCP, TFTP and HTTP on one interface, so a PC
+// that netboots waits to be named and, once assigned, boots into its role with its address.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+const usage = `bootd netboots a lab's PCs into a cluster: DHCP, TFTP and HTTP on one interface.
+
+Usage:
+  bootd serve     [--config F] [--interface IF] [--state-dir D] [--images D]   run the appliance
+  bootd nodes     [--json]                     show assigned nodes and machines waiting
+  bootd assign    NAME [--mac MAC] [--replace] name a waiting machine (master, c1, c2, ...)
+  bootd unassign  NAME                         forget a node; its machine waits again at next boot
+
+A PC that netboots and is unknown gets a short discovery lease, shows "waiting to be named"
+with its MAC, and appears under "waiting" in 'bootd nodes'. 'bootd assign c4' binds it: it boots
+on without a power cycle as c4, with c4's static address, in the compute role ('master' is the
+master role). The CLI talks to the running daemon through <state-dir>/bootd.sock.
+
+Run 'bootd <command> --help' for a command's flags.
+`
+
+// errUsage marks mistakes in how a command was called: exit status 2, not 1.
+var errUsage = errors.New("usage")
+
+var commands = map[string]func(args []string) error{
+	"serve":    runServe,
+	"nodes":    runNodes,
+	"assign":   runAssign,
+	"unassign": runUnassign,
+}
+
+func main() {
+	if len(os.Args) < 2 || isHelp(os.Args[1]) {
+		fmt.Fprint(os.Stderr, usage)
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "bootd: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err := cmd(os.Args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		// A bare errUsage means the flag package already printed the problem.
+		if err != errUsage {
+			fmt.Fprintf(os.Stderr, "bootd %s: %v\n", os.Args[1], err)
+		}
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "help" || s == "-help" }
+
+// parseInterleaved parses flags that may come before or after positional arguments
+// ("assign c4 --mac X" as well as "assign --mac X c4"), which the flag package alone does not.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), help)
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/labcluster/gpucluster/internal/ctl"
+	"github.com/labcluster/gpucluster/internal/inventory"
+)
+
+const nodesHelp = `Usage: bootd nodes [--json]
+
+Shows the assigned nodes (name, role, MAC, address, state, last seen) and the machines waiting
+to be named (MAC, vendor/model, serial, first and last seen). States: assigned (named, not yet
+booted as such), booting (fetched its boot script), up (reported itself from its address).
+`
+
+func runNodes(args []string) error {
+	fs := newFlagSet("nodes", nodesHelp)
+	var cf clientFlags
+	cf.register(fs)
+	asJSON := fs.Bool("json", false, "print the inventory as JSON")
+	rest, err := parseInterleaved(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: unexpected %q: bootd nodes [--json]", errUsage, rest[0])
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	r, err := c.Nodes()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	printNodes(os.Stdout, r, time.Now())
+	return nil
+}
+
+func printNodes(w io.Writer, r ctl.NodesReply, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tLAST SEEN\n")
+	for _, n := range r.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, ago(n.LastSeen, now))
+	}
+	if len(r.Nodes) == 0 {
+		fmt.Fprintf(tw, "(none)\n")
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	printWaiting(w, r.Waiting, now)
+}
+
+func printWaiting(w io.Writer, waiting []inventory.Machine, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "WAITING MAC\tVENDOR/MODEL\tSERIAL\tFIRMWARE\tFIRST SEEN\tLAST SEEN\n")
+	for _, m := range waiting {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.MAC, orDash(strings.TrimSpace(m.Facts.Manufacturer+" "+m.Facts.Product)),
+			orDash(m.Facts.Serial), orDash(strings.Trim(m.Facts.Platform+"/"+m.Facts.Arch, "/")), ago(m.FirstSeen, now), ago(m.LastSeen, now))
+	}
+	if len(waiting) == 0 {
+		fmt.Fprintf(tw, "(none)\n")
+	}
+	tw.Flush()
+}
+
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.Local().Format("2006-01-02 15:04:05") + " (" + now.Sub(t).Round(time.Second).String() + " ago)"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

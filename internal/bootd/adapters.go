@@ -1,0 +1,143 @@
+package bootd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/ctl"
+	"github.com/labcluster/gpucluster/internal/dhcpd"
+	"github.com/labcluster/gpucluster/internal/httpd"
+	"github.com/labcluster/gpucluster/internal/inventory"
+)
+
+// leaser gives DHCP a node's static address, or a discovery lease for an unknown PXE client.
+type leaser struct{ d *daemon }
+
+func (l leaser) Lease(mac net.HardwareAddr, pxe bool) (dhcpd.Lease, bool, error) {
+	if n, err := l.d.inv.NodeByMAC(mac.String()); err == nil {
+		return dhcpd.Lease{IP: n.Address, Hostname: n.Name, Duration: l.d.cfg.Network.LeaseTime}, true, nil
+	}
+	if !pxe {
+		return dhcpd.Lease{}, false, nil
+	}
+	lease, err := l.d.inv.DiscoveryLease(mac.String(), l.d.pool())
+	if err != nil {
+		return dhcpd.Lease{}, false, err
+	}
+	return dhcpd.Lease{IP: lease.Address, Duration: l.d.cfg.Discovery.LeaseTime}, true, nil
+}
+
+func (l leaser) Release(mac net.HardwareAddr, declined bool) {
+	if err := l.d.inv.ReleaseLease(mac.String(), declined, l.d.cfg.Discovery.LeaseTime); err != nil && !errors.Is(err, inventory.ErrNotFound) {
+		l.d.log.WithError(err).WithField("mac", mac.String()).Error("release lease")
+	}
+}
+
+func (d *daemon) pool() inventory.Pool {
+	return inventory.Pool{Start: d.cfg.Discovery.PoolStart, End: d.cfg.Discovery.PoolEnd, LeaseTime: d.cfg.Discovery.LeaseTime}
+}
+
+// machines gives HTTP the inventory's view of a machine and what it boots.
+type machines struct{ d *daemon }
+
+func (m machines) Boot(mac net.HardwareAddr, f httpd.Facts) (httpd.Target, bool, error) {
+	n, ok, err := m.d.inv.See(mac.String(), inventory.Facts(f))
+	if err != nil || !ok {
+		return httpd.Target{}, ok, err
+	}
+	t, err := m.d.target(n)
+	if err != nil {
+		return httpd.Target{}, false, err
+	}
+	if _, err := m.d.inv.SetState(n.Name, inventory.StateBooting); err != nil {
+		return httpd.Target{}, false, err
+	}
+	return t, true, nil
+}
+
+func (m machines) Hello(a netip.Addr) (httpd.Target, error) {
+	n, err := m.d.inv.NodeByAddress(a)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return httpd.Target{}, fmt.Errorf("no node has address %s: %w", a, httpd.ErrNotFound)
+	}
+	if err != nil {
+		return httpd.Target{}, err
+	}
+	if n, err = m.d.inv.SetState(n.Name, inventory.StateUp); err != nil {
+		return httpd.Target{}, err
+	}
+	return m.d.target(n)
+}
+
+func (m machines) Inventory() any { return m.d.nodesReply() }
+
+// target is what node n boots: the newest verified version of its role's image, or the pinned one.
+func (d *daemon) target(n inventory.Node) (httpd.Target, error) {
+	p, err := d.cfg.Place(n.Name)
+	if err != nil {
+		return httpd.Target{}, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	img, err := d.images.Resolve(p.Image, p.Version)
+	if err != nil {
+		return httpd.Target{}, fmt.Errorf("node %s waits for a bootable %q image: %w", n.Name, p.Image, err)
+	}
+	mac, _ := net.ParseMAC(n.MAC)
+	m := img.Manifest
+	return httpd.Target{Name: n.Name, Role: p.Role, Address: p.Address, MAC: mac, Image: m.Name, Version: m.Version,
+		Kernel: m.Kernel.File, Initrds: m.Initrds, Cmdline: m.Cmdline}, nil
+}
+
+// files gives HTTP the verified image files and the iPXE binaries.
+type files struct{ d *daemon }
+
+func (f files) OpenImageFile(image, version, file string) (*os.File, error) {
+	fh, _, err := f.d.images.Open(image, version, file)
+	if errors.Is(err, artifact.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", httpd.ErrNotFound, err)
+	}
+	return fh, err
+}
+
+func (f files) OpenLoader(name string) (*os.File, error) {
+	fh, err := f.d.tftp.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", httpd.ErrNotFound, err)
+	}
+	return fh, nil
+}
+
+// controller carries out the CLI's requests: the name decides role and address.
+type controller struct{ d *daemon }
+
+func (c controller) Nodes() ctl.NodesReply { return c.d.nodesReply() }
+
+func (c controller) Assign(r ctl.AssignRequest) (inventory.Node, error) {
+	p, err := c.d.cfg.Place(r.Name)
+	if err != nil {
+		return inventory.Node{}, err
+	}
+	n, err := c.d.inv.Assign(inventory.AssignRequest{Name: p.Name, Role: p.Role, Address: p.Address, MAC: r.MAC, Replace: r.Replace})
+	if err == nil {
+		c.d.log.WithFields(map[string]any{"node": n.Name, "mac": n.MAC, "address": n.Address, "role": n.Role}).Info("machine assigned")
+	}
+	return n, err
+}
+
+func (c controller) Unassign(name string) (inventory.Node, error) {
+	n, err := c.d.inv.Unassign(name)
+	if err == nil {
+		c.d.log.WithFields(map[string]any{"node": n.Name, "mac": n.MAC}).Info("node unassigned")
+	}
+	return n, err
+}
+
+func (d *daemon) nodesReply() ctl.NodesReply {
+	nodes, waiting := d.inv.Snapshot()
+	return ctl.NodesReply{Nodes: nodes, Waiting: waiting, Leases: d.inv.Leases(),
+		Server: ctl.ServerInfo{Interface: d.cfg.Interface, Address: d.server, Started: d.started}}
+}
+

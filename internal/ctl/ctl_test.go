@@ -1,0 +1,124 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labcluster/gpucluster/internal/inventory"
+)
+
+type fakeController struct{}
+
+func (fakeController) Nodes() NodesReply {
+	return NodesReply{Nodes: []inventory.Node{{Name: "c1"}}, Waiting: []inventory.Machine{{MAC: "52:54:00:00:00:01"}}}
+}
+
+func (fakeController) Assign(r AssignRequest) (inventory.Node, error) {
+	switch r.Name {
+	case "c1":
+		return inventory.Node{Name: "c1", MAC: r.MAC}, nil
+	case "c2":
+		return inventory.Node{}, &inventory.Ambiguous{Waiting: []inventory.Machine{{MAC: "a"}, {MAC: "b"}}}
+	case "c3":
+		return inventory.Node{}, &inventory.Conflict{Msg: "name c3 is already bound"}
+	}
+	return inventory.Node{}, errors.New(`name "` + r.Name + `" fits no role`)
+}
+
+func (fakeController) Unassign(name string) (inventory.Node, error) {
+	return inventory.Node{}, errors.Join(errors.New("node "+name), inventory.ErrNotFound)
+}
+
+func startServer(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), SocketName)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, path, fakeController{}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	for range 100 {
+		if _, err := os.Stat(path); err == nil {
+			return path
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("control socket did not appear")
+	return ""
+}
+
+func TestClientServer(t *testing.T) {
+	path := startServer(t)
+	c := NewClient(path)
+	tests := []struct {
+		name       string
+		call       func() error
+		wantStatus int // 0: success
+		wantMsg    string
+		wantWait   int
+	}{
+		{"nodes", func() error { r, err := c.Nodes(); ok(t, len(r.Nodes) == 1 && len(r.Waiting) == 1, "nodes reply %+v", r); return err }, 0, "", 0},
+		{"assign", func() error { n, err := c.Assign(AssignRequest{Name: "c1", MAC: "m"}); ok(t, err != nil || n.MAC == "m", "node %+v", n); return err }, 0, "", 0},
+		{"ambiguous lists the waiting", func() error { _, err := c.Assign(AssignRequest{Name: "c2"}); return err }, http.StatusConflict, "choose one with --mac", 2},
+		{"conflict", func() error { _, err := c.Assign(AssignRequest{Name: "c3"}); return err }, http.StatusConflict, "already bound", 0},
+		{"bad name", func() error { _, err := c.Assign(AssignRequest{Name: "gpu"}); return err }, http.StatusBadRequest, "fits no role", 0},
+		{"not found", func() error { _, err := c.Unassign("c9"); return err }, http.StatusNotFound, "node c9", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if tt.wantStatus == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Status != tt.wantStatus || !strings.Contains(e.Message, tt.wantMsg) || len(e.Waiting) != tt.wantWait {
+				t.Fatalf("err = %#v, want status %d with %q and %d waiting", err, tt.wantStatus, tt.wantMsg, tt.wantWait)
+			}
+		})
+	}
+}
+
+func ok(t *testing.T, cond bool, format string, args ...any) {
+	t.Helper()
+	if !cond {
+		t.Errorf(format, args...)
+	}
+}
+
+func TestSocketIsPrivate(t *testing.T) {
+	st, err := os.Stat(startServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("socket mode %v: others could manage the lab", st.Mode().Perm())
+	}
+}
+
+func TestSecondDaemonRefused(t *testing.T) {
+	path := startServer(t)
+	err := Serve(context.Background(), path, fakeController{})
+	if err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Fatalf("err = %v, want already running", err)
+	}
+}
+
+func TestNotRunning(t *testing.T) {
+	_, err := NewClient(filepath.Join(t.TempDir(), SocketName)).Nodes()
+	if !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), "bootd serve") {
+		t.Fatalf("err = %v, want ErrNotRunning with a hint", err)
+	}
+}

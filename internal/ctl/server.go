@@ -1,0 +1,114 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/labcluster/gpucluster/internal/inventory"
+)
+
+// Controller is what the control API needs from the daemon.
+type Controller interface {
+	Nodes() NodesReply
+	Assign(AssignRequest) (inventory.Node, error)
+	Unassign(name string) (inventory.Node, error)
+}
+
+// Serve answers control requests on the unix socket at path until ctx is done. A stale socket
+// from a crashed daemon is replaced; a live one means another bootd runs, which is refused.
+func Serve(ctx context.Context, path string, c Controller) error {
+	ln, err := listen(path)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler(c), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	defer os.Remove(path)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func listen(path string) (net.Listener, error) {
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		conn.Close()
+		return nil, errors.New("another bootd is already running (its control socket " + path + " answers)")
+	}
+	_ = os.Remove(path)
+	// The umask makes the socket 0600 from its creation: no window where others could connect.
+	old := umask(0o177)
+	ln, err := net.Listen("unix", path)
+	umask(old)
+	if err != nil {
+		return nil, err
+	}
+	return ln, nil
+}
+
+func handler(c Controller) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, http.StatusOK, c.Nodes())
+	})
+	mux.HandleFunc("POST /v1/assign", func(w http.ResponseWriter, r *http.Request) {
+		var req AssignRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		respond(w)(c.Assign(req))
+	})
+	mux.HandleFunc("POST /v1/unassign", func(w http.ResponseWriter, r *http.Request) {
+		var req UnassignRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		respond(w)(c.Unassign(req.Name))
+	})
+	return mux
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		reply(w, http.StatusBadRequest, ErrorReply{Error: "bad request: " + err.Error()})
+		return false
+	}
+	return true
+}
+
+func respond(w http.ResponseWriter) func(inventory.Node, error) {
+	return func(n inventory.Node, err error) {
+		if err == nil {
+			reply(w, http.StatusOK, n)
+			return
+		}
+		var amb *inventory.Ambiguous
+		var conflict *inventory.Conflict
+		switch {
+		case errors.As(err, &amb):
+			reply(w, http.StatusConflict, ErrorReply{Error: err.Error(), Waiting: amb.Waiting})
+		case errors.As(err, &conflict):
+			reply(w, http.StatusConflict, ErrorReply{Error: err.Error()})
+		case errors.Is(err, inventory.ErrNotFound):
+			reply(w, http.StatusNotFound, ErrorReply{Error: err.Error()})
+		default:
+			reply(w, http.StatusBadRequest, ErrorReply{Error: err.Error()})
+		}
+	}
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

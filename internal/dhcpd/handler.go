@@ -1,0 +1,204 @@
+package dhcpd
+
+import (
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/iana"
+	"github.com/sirupsen/logrus"
+)
+
+// Lease is the address a Leaser hands to one MAC.
+type Lease struct {
+	IP       netip.Addr
+	Hostname string // set for assigned nodes, empty for discovery leases
+	Duration time.Duration
+}
+
+// Leaser is what the handler needs from the inventory (declared here, by the consumer).
+// Serve calls it from one goroutine per packet, so it must be safe for concurrent use.
+type Leaser interface {
+	// Lease returns mac's address: its reservation when it is an assigned node; otherwise, when pxe is
+	// true, a short discovery lease (allocated if needed). ok=false means: do not answer (not a PXE
+	// client and not assigned); a non-nil err means the pool is exhausted or storage failed (log it, no answer).
+	Lease(mac net.HardwareAddr, pxe bool) (l Lease, ok bool, err error)
+	// Release frees mac's discovery lease (DHCPRELEASE), or marks its address bad (declined=true, DHCPDECLINE).
+	Release(mac net.HardwareAddr, declined bool)
+}
+
+// Options is the network the handler describes to clients. internal/config validates it; the
+// handler only skips what is unset.
+type Options struct {
+	ServerIP netip.Addr
+	Subnet   netip.Prefix // netmask (option 1)
+	Router   netip.Addr   // zero: no option 3
+	DNS      []netip.Addr // empty: no option 6
+	Domain   string       // empty: no option 15
+	HTTPBase string       // e.g. "http://10.80.0.1" or "http://10.80.0.1:8080" (no trailing slash)
+}
+
+// Handler answers DHCPv4 requests for one segment.
+type Handler struct {
+	opts     Options
+	serverIP net.IP
+	network  []dhcpv4.Option // options 1, 3, 6, 15: the same in every positive reply
+	leaser   Leaser
+	log      logrus.FieldLogger
+}
+
+// NewHandler returns a handler serving opts with addresses from leaser. A nil log discards.
+func NewHandler(opts Options, leaser Leaser, log logrus.FieldLogger) *Handler {
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = l
+	}
+	opts.HTTPBase = strings.TrimRight(opts.HTTPBase, "/")
+	return &Handler{
+		opts:     opts,
+		serverIP: ipv4(opts.ServerIP),
+		network:  networkOptions(opts),
+		leaser:   leaser,
+		log:      log,
+	}
+}
+
+// Reply returns the answer to req, or nil when bootd must stay silent. It has no side effects
+// apart from the Leaser and logging, and never panics on a parsed packet.
+func (h *Handler) Reply(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
+	if req == nil {
+		return nil
+	}
+	log := h.log.WithFields(logrus.Fields{
+		"mac":  req.ClientHWAddr.String(),
+		"xid":  req.TransactionID.String(),
+		"type": req.MessageType().String(),
+	})
+	log.Debug("dhcp request")
+	if reason := h.unserved(req); reason != "" {
+		log.WithField("reason", reason).Debug("dhcp request ignored")
+		return nil
+	}
+	switch req.MessageType() {
+	case dhcpv4.MessageTypeDiscover:
+		return h.lease(req, dhcpv4.MessageTypeOffer, log)
+	case dhcpv4.MessageTypeRequest:
+		return h.request(req, log)
+	case dhcpv4.MessageTypeRelease:
+		h.release(req, false, log)
+	case dhcpv4.MessageTypeDecline:
+		h.release(req, true, log)
+	case dhcpv4.MessageTypeInform:
+		return h.inform(req, log)
+	default:
+		log.Debug("dhcp message type not served")
+	}
+	return nil
+}
+
+// unserved says why req is none of bootd's business, or "" when it is.
+func (h *Handler) unserved(req *dhcpv4.DHCPv4) string {
+	switch {
+	case req.OpCode != dhcpv4.OpcodeBootRequest:
+		return "not a boot request"
+	case req.HWType != iana.HWTypeEthernet || len(req.ClientHWAddr) != 6:
+		// The inventory is keyed by Ethernet MAC; lab PCs have nothing else.
+		return "not an ethernet client"
+	case !isZero(req.GatewayIPAddr):
+		// bootd serves the segment it sits on; a relayed request belongs to another subnet,
+		// where none of its addresses would work.
+		return "relayed request"
+	case !h.forUs(req):
+		return "server identifier names another server"
+	}
+	return ""
+}
+
+// forUs reports whether req names no server or names bootd (option 54). A client that chose
+// another server's offer tells us so with a REQUEST naming it: that is not ours to answer.
+func (h *Handler) forUs(req *dhcpv4.DHCPv4) bool {
+	if !req.Options.Has(dhcpv4.OptionServerIdentifier) {
+		return true
+	}
+	return req.ServerIdentifier().Equal(h.serverIP)
+}
+
+// lease answers a DISCOVER (OFFER) or a valid REQUEST (ACK) with the client's lease.
+func (h *Handler) lease(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
+	c := classify(req)
+	l, ok := h.lookup(req, c, log)
+	if !ok {
+		return nil
+	}
+	return h.leaseReply(req, typ, c, l, log)
+}
+
+// lookup asks the Leaser for req's lease, logging why there is none.
+func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, log logrus.FieldLogger) (Lease, bool) {
+	l, ok, err := h.leaser.Lease(req.ClientHWAddr, c.pxe)
+	switch {
+	case err != nil:
+		log.WithError(err).Warn("no lease for client")
+		return Lease{}, false
+	case !ok:
+		log.WithField("pxe", c.pxe).Debug("unknown client that is not PXE booting: not answered")
+		return Lease{}, false
+	case !l.IP.Is4():
+		log.WithField("ip", l.IP.String()).Error("leaser returned a non-IPv4 address")
+		return Lease{}, false
+	}
+	return l, true
+}
+
+// request answers a REQUEST: ACK when the requested address is the client's lease, NAK otherwise.
+func (h *Handler) request(req *dhcpv4.DHCPv4, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
+	c := classify(req)
+	l, ok := h.lookup(req, c, log)
+	if !ok {
+		return nil
+	}
+	want := requested(req)
+	if want != l.IP {
+		log.WithFields(logrus.Fields{"requested": want.String(), "ip": l.IP.String()}).
+			Info("dhcp nak: requested address is not the client's lease")
+		return h.nak(req)
+	}
+	return h.leaseReply(req, dhcpv4.MessageTypeAck, c, l, log)
+}
+
+// requested is the address a REQUEST asks for: option 50 while selecting or rebooting, ciaddr
+// while renewing or rebinding (RFC 2131 4.3.2). Zero when it names none.
+func requested(req *dhcpv4.DHCPv4) netip.Addr {
+	if ip := req.RequestedIPAddress(); ip != nil {
+		return addr(ip)
+	}
+	return addr(req.ClientIPAddr)
+}
+
+// release hands a RELEASE or DECLINE to the Leaser. Neither gets an answer (RFC 2131 4.3.3-4).
+func (h *Handler) release(req *dhcpv4.DHCPv4, declined bool, log logrus.FieldLogger) {
+	log.WithField("declined", declined).Info("dhcp release")
+	h.leaser.Release(req.ClientHWAddr, declined)
+}
+
+// inform answers an INFORM from a machine that configured its own address in our subnet with the
+// network options only: no address, no lease time (RFC 2131 4.3.5). It asks the Leaser nothing,
+// since nothing is leased, and ignores addresses outside the subnet, which are not ours to advise.
+func (h *Handler) inform(req *dhcpv4.DHCPv4, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
+	ciaddr := addr(req.ClientIPAddr)
+	if !h.opts.Subnet.Contains(ciaddr) {
+		log.WithField("ciaddr", ciaddr.String()).Debug("dhcp inform from outside the subnet ignored")
+		return nil
+	}
+	resp := h.newReply(req, dhcpv4.MessageTypeAck)
+	if resp == nil {
+		return nil
+	}
+	h.addNetwork(resp)
+	log.WithField("ciaddr", ciaddr.String()).Debug("dhcp inform answered")
+	return resp
+}

@@ -1,0 +1,159 @@
+package httpd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// maxFact bounds each fact taken from a query string: firmware strings are short, hostile ones need not be.
+const maxFact = 128
+
+func (s *Server) bootScript(w http.ResponseWriter, r *http.Request) {
+	s.render(w, chainScript, s.opts.BaseURL)
+}
+
+func (s *Server) machineScript(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	mac, err := net.ParseMAC(strings.ReplaceAll(q.Get("mac"), "-", ":"))
+	if err != nil || len(mac) != 6 {
+		http.Error(w, "bad or missing mac", http.StatusBadRequest)
+		return
+	}
+	facts := factsFrom(q.Get)
+	t, ok, err := s.machines.Boot(mac, facts)
+	log := s.log.WithFields(logrus.Fields{"mac": mac.String(), "remote": r.RemoteAddr})
+	switch {
+	case err != nil:
+		log.WithError(err).Error("cannot boot machine")
+		s.render(w, errorScript, printable(err.Error()))
+	case !ok && q.Get("poll") != "":
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, stillWaiting)
+	case !ok:
+		log.WithFields(logrus.Fields{"serial": facts.Serial, "product": facts.Product}).Info("machine waiting to be named")
+		s.render(w, discoveryScript, s.discoveryView(mac, facts))
+	default:
+		s.serveTarget(w, t, log)
+	}
+}
+
+func (s *Server) serveTarget(w http.ResponseWriter, t Target, log logrus.FieldLogger) {
+	v, err := s.targetView(t)
+	if err != nil {
+		log.WithError(err).Error("refusing to boot with an unsafe image")
+		http.Error(w, "image not bootable", http.StatusInternalServerError)
+		return
+	}
+	log.WithFields(logrus.Fields{"node": t.Name, "image": t.Image, "version": t.Version}).Info("sending boot script")
+	s.render(w, targetScript, v)
+}
+
+func factsFrom(get func(string) string) Facts {
+	f := func(k string) string {
+		v := get(k)
+		if len(v) > maxFact {
+			v = v[:maxFact]
+		}
+		return v
+	}
+	return Facts{UUID: f("uuid"), Manufacturer: f("manufacturer"), Product: f("product"), Serial: f("serial"), Arch: f("arch"), Platform: f("platform")}
+}
+
+func (s *Server) render(w http.ResponseWriter, t *template.Template, data any) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := t.Execute(w, data); err != nil {
+		s.log.WithError(err).Error("render iPXE script")
+	}
+}
+
+func (s *Server) imageFile(w http.ResponseWriter, r *http.Request) {
+	image, version, file := r.PathValue("image"), r.PathValue("version"), r.PathValue("file")
+	if !plainNames(image, version, file) {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := s.files.OpenImageFile(image, version, file)
+	if err != nil {
+		s.notFound(w, r, err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		http.Error(w, "stat failed", http.StatusInternalServerError)
+		return
+	}
+	start := time.Now()
+	http.ServeContent(w, r, file, st.ModTime(), f)
+	s.log.WithFields(logrus.Fields{"file": image + "/" + version + "/" + file, "remote": r.RemoteAddr, "bytes": st.Size(), "range": r.Header.Get("Range") != "", "duration": time.Since(start).Round(time.Millisecond).String()}).Info("served image file")
+}
+
+func (s *Server) loader(w http.ResponseWriter, r *http.Request) {
+	if !plainNames(r.PathValue("file")) {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := s.files.OpenLoader(r.PathValue("file"))
+	if err != nil {
+		s.notFound(w, r, err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		http.Error(w, "stat failed", http.StatusInternalServerError)
+		return
+	}
+	http.ServeContent(w, r, st.Name(), st.ModTime(), f)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request, err error) {
+	if !errors.Is(err, ErrNotFound) {
+		s.log.WithError(err).WithField("path", r.URL.Path).Error("open failed")
+	}
+	http.NotFound(w, r)
+}
+
+func (s *Server) inventory(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(s.machines.Inventory())
+}
+
+// hello lets a booted node report itself: it is known by the static address it calls from.
+func (s *Server) hello(w http.ResponseWriter, r *http.Request) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		http.Error(w, "bad remote address", http.StatusBadRequest)
+		return
+	}
+	t, err := s.machines.Hello(ap.Addr().Unmap())
+	if err != nil {
+		s.notFound(w, r, err)
+		return
+	}
+	s.log.WithFields(logrus.Fields{"node": t.Name, "address": t.Address}).Info("node is up")
+	fmt.Fprintf(w, "%s %s %s\n", t.Name, t.Role, t.Address)
+}
+
+// plainNames reports whether every element is one plain file name. Path values arrive
+// percent-decoded, so "..%2f" would otherwise reach the backend as "../".
+func plainNames(elems ...string) bool {
+	for _, e := range elems {
+		if e == "" || e == "." || e == ".." || strings.ContainsAny(e, "/\\\x00") {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,146 @@
+package httpd
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"text/template"
+)
+
+// chainScript sends iPXE on to the per-machine script with the facts only iPXE knows; the
+// ":uristring" type makes iPXE escape them.
+var chainScript = template.Must(template.New("boot.ipxe").Parse(`#!ipxe
+echo bootd: asking for this machine's boot script
+chain --autofree {{.}}/ipxe/machine?mac=${mac:hexhyp}&uuid=${uuid:uristring}&serial=${serial:uristring}&manufacturer=${manufacturer:uristring}&product=${product:uristring}&arch=${buildarch:uristring}&platform=${platform:uristring}
+`))
+
+// discoveryScript shows that the machine waits to be named and polls until it is; the poll
+// answer is a script that fails while the machine still waits (so the loop goes on without
+// nesting) or the boot script once it is assigned (so it boots on without a power cycle).
+var discoveryScript = template.Must(template.New("discovery").Parse(`#!ipxe
+echo
+echo ================================================================
+echo   bootd: this machine is waiting to be named.
+echo
+echo   MAC     {{.MAC}}
+echo   model   {{.Model}}
+echo   serial  {{.Serial}}
+echo
+echo   On the bootd appliance run:   bootd assign <name> --mac {{.MAC}}
+echo   (or just: bootd assign <name>  when it is the only one waiting)
+echo ================================================================
+:poll
+sleep {{.PollSeconds}}
+chain --autofree {{.PollURL}} || goto poll
+`))
+
+// errorScript shows why a machine cannot boot yet and fails, so a polling machine asks again.
+var errorScript = template.Must(template.New("error").Parse("#!ipxe\necho bootd: {{.}}\nsleep 10\nexit 1\n"))
+
+// stillWaiting is the poll answer while the machine has no name: it fails, so the loop polls again.
+const stillWaiting = "#!ipxe\nexit 1\n"
+
+// targetScript boots a node into its role. initrd= names let the kernel's EFI stub find the
+// initrds iPXE loaded; on failure it frees what it fetched and tries again rather than falling
+// back to the next boot device.
+var targetScript = template.Must(template.New("target").Parse(`#!ipxe
+echo bootd: {{.Name}} ({{.Role}}, {{.Address}}) boots {{.Image}}/{{.Version}}
+:retry
+kernel {{.KernelURL}} {{.Args}} || goto failed
+{{range .InitrdURLs}}initrd {{.}} || goto failed
+{{end}}boot || goto failed
+:failed
+echo bootd: boot of {{.Name}} failed, trying again in 10 seconds
+imgfree
+sleep 10
+goto retry
+`))
+
+type discoveryView struct {
+	MAC, Model, Serial string
+	PollSeconds        int
+	PollURL            string
+}
+
+type targetView struct {
+	Target
+	KernelURL  string
+	InitrdURLs []string
+	Args       string
+}
+
+// targetArgs is the kernel command line: initrd names, dracut's static ip= and BOOTIF=, where
+// bootd is, then the image's own arguments.
+func (s *Server) targetArgs(t Target) string {
+	args := make([]string, 0, len(t.Initrds)+4)
+	for _, name := range t.Initrds {
+		args = append(args, "initrd="+name)
+	}
+	gw := ""
+	if s.opts.Gateway.IsValid() {
+		gw = s.opts.Gateway.String()
+	}
+	args = append(args,
+		fmt.Sprintf("ip=%s::%s:%s:%s::none", t.Address, gw, s.opts.Netmask, t.Name),
+		"BOOTIF=01-"+strings.ReplaceAll(t.MAC.String(), ":", "-"),
+		"bootd="+s.opts.BaseURL)
+	if t.Cmdline != "" {
+		args = append(args, t.Cmdline)
+	}
+	return strings.Join(args, " ")
+}
+
+func (s *Server) targetView(t Target) (targetView, error) {
+	v := targetView{Target: t, Args: s.targetArgs(t)}
+	base := fmt.Sprintf("%s/images/%s/%s/", s.opts.BaseURL, url.PathEscape(t.Image), url.PathEscape(t.Version))
+	v.KernelURL = base + url.PathEscape(t.Kernel)
+	for _, f := range t.Initrds {
+		v.InitrdURLs = append(v.InitrdURLs, base+url.PathEscape(f))
+	}
+	// Everything goes into an iPXE script: refuse what iPXE would expand or split.
+	for _, field := range append([]string{v.Args, v.KernelURL, t.Name, t.Role, t.Image, t.Version}, v.InitrdURLs...) {
+		if err := scriptSafe(field); err != nil {
+			return v, fmt.Errorf("image %s/%s: %w", t.Image, t.Version, err)
+		}
+	}
+	return v, nil
+}
+
+func (s *Server) discoveryView(mac net.HardwareAddr, f Facts) discoveryView {
+	q := url.Values{"mac": {strings.ReplaceAll(mac.String(), ":", "-")}, "poll": {"1"}}
+	return discoveryView{
+		MAC:         mac.String(),
+		Model:       printable(strings.TrimSpace(f.Manufacturer + " " + f.Product)),
+		Serial:      printable(f.Serial),
+		PollSeconds: max(1, int(s.opts.PollInterval.Seconds())),
+		PollURL:     s.opts.BaseURL + "/ipxe/machine?" + q.Encode(),
+	}
+}
+
+// scriptSafe refuses text that iPXE would interpret: settings expansion, line breaks, control characters.
+func scriptSafe(s string) error {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r > 0x7e || r == '$' {
+			return fmt.Errorf("%q contains %q, which an iPXE script cannot carry safely", s, r)
+		}
+	}
+	return nil
+}
+
+// printable keeps firmware-reported text fit for an echo line: printable ASCII without "$", at most 64 bytes.
+func printable(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= 64 {
+			break
+		}
+		if r >= 0x20 && r < 0x7f && r != '$' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "-"
+	}
+	return b.String()
+}

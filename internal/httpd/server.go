@@ -1,0 +1,109 @@
+package httpd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Facts are what iPXE reports about a machine in its script URL.
+type Facts struct {
+	UUID, Manufacturer, Product, Serial, Arch, Platform string
+}
+
+// Target is what an assigned machine boots: its name and address, and its role's image.
+type Target struct {
+	Name, Role string
+	Address    netip.Addr
+	MAC        net.HardwareAddr
+	Image      string // image name, e.g. compute
+	Version    string
+	Kernel     string   // file name in the version directory
+	Initrds    []string // file names, load order
+	Cmdline    string   // the image's extra kernel arguments
+}
+
+// Machines is what the listener needs from the inventory.
+type Machines interface {
+	// Boot records that mac asked for its boot script; ok is false while it waits to be named.
+	Boot(mac net.HardwareAddr, facts Facts) (t Target, ok bool, err error)
+	// Hello records that the node whose static address is addr is up, and returns its target.
+	Hello(addr netip.Addr) (Target, error)
+	// Inventory is the JSON view of nodes and waiting machines.
+	Inventory() any
+}
+
+// Files opens the files the listener serves: image files of verified versions, and iPXE binaries.
+type Files interface {
+	OpenImageFile(image, version, file string) (*os.File, error)
+	OpenLoader(name string) (*os.File, error)
+}
+
+// ErrNotFound is what Files and Machines wrap when a request names nothing they know.
+var ErrNotFound = errors.New("not found")
+
+// Options are the network facts the scripts carry.
+type Options struct {
+	BaseURL      string // e.g. http://10.80.0.1 (no trailing slash)
+	Netmask      netip.Addr
+	Gateway      netip.Addr    // zero: none
+	PollInterval time.Duration // how often a waiting machine asks again
+}
+
+// Server serves bootd's HTTP.
+type Server struct {
+	opts     Options
+	machines Machines
+	files    Files
+	log      logrus.FieldLogger
+}
+
+// New returns the HTTP listener's handler set.
+func New(opts Options, m Machines, f Files, log logrus.FieldLogger) *Server {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 3 * time.Second
+	}
+	return &Server{opts: opts, machines: m, files: f, log: log}
+}
+
+// Handler routes bootd's endpoints.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /boot.ipxe", s.bootScript)
+	mux.HandleFunc("GET /ipxe/machine", s.machineScript)
+	mux.HandleFunc("GET /ipxe/{file}", s.loader)
+	mux.HandleFunc("GET /images/{image}/{version}/{file}", s.imageFile)
+	mux.HandleFunc("GET /api/v1/nodes", s.inventory)
+	mux.HandleFunc("GET /api/v1/hello", s.hello)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	return mux
+}
+
+// Serve answers on ln until ctx is done. Timeouts on headers and idle connections keep slow or
+// stalled clients from holding the server; there is no write timeout because images are large.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          nil,
+	}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

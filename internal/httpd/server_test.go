@@ -1,0 +1,238 @@
+package httpd
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const (
+	waitingMAC  = "52:54:00:00:00:01"
+	assignedMAC = "52:54:00:00:00:04"
+)
+
+// fakeMachines knows one assigned node (c4) and treats every other MAC as waiting.
+type fakeMachines struct {
+	seen  []Facts
+	image string // dir holding the fake image files
+}
+
+func (f *fakeMachines) target() Target {
+	mac, _ := net.ParseMAC(assignedMAC)
+	return Target{Name: "c4", Role: "compute", Address: netip.MustParseAddr("10.80.0.104"), MAC: mac,
+		Image: "compute", Version: "2026.11.21-1", Kernel: "vmlinuz", Initrds: []string{"initramfs.img"}, Cmdline: "console=ttyS0 quiet"}
+}
+
+func (f *fakeMachines) Boot(mac net.HardwareAddr, facts Facts) (Target, bool, error) {
+	f.seen = append(f.seen, facts)
+	if mac.String() == assignedMAC {
+		return f.target(), true, nil
+	}
+	return Target{}, false, nil
+}
+
+func (f *fakeMachines) Hello(a netip.Addr) (Target, error) {
+	if a == netip.MustParseAddr("127.0.0.1") {
+		return f.target(), nil
+	}
+	return Target{}, fmt.Errorf("no node at %s: %w", a, ErrNotFound)
+}
+
+func (f *fakeMachines) Inventory() any { return map[string]int{"nodes": 1} }
+
+// fakeFiles serves files from a directory and fails the test if it is asked for a path.
+type fakeFiles struct {
+	t   *testing.T
+	dir string
+}
+
+func (f fakeFiles) check(name string) error {
+	if name == "" || strings.ContainsAny(name, "/\\") || name == ".." || name == "." {
+		f.t.Errorf("Files asked for unsafe name %q", name)
+	}
+	if name != "vmlinuz" && name != "initramfs.img" && name != "ipxe.efi" {
+		return fmt.Errorf("%s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+func (f fakeFiles) OpenImageFile(image, version, file string) (*os.File, error) {
+	for _, n := range []string{image, version} {
+		if strings.ContainsAny(n, "/\\") || n == ".." {
+			f.t.Errorf("Files asked for unsafe element %q", n)
+		}
+	}
+	if err := f.check(file); err != nil {
+		return nil, err
+	}
+	return os.Open(filepath.Join(f.dir, file))
+}
+
+func (f fakeFiles) OpenLoader(name string) (*os.File, error) {
+	if err := f.check(name); err != nil {
+		return nil, err
+	}
+	return os.Open(filepath.Join(f.dir, name))
+}
+
+func newTestServer(t *testing.T) (*httptest.Server, *fakeMachines) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, size := range map[string]int{"vmlinuz": 1000, "initramfs.img": 5000, "ipxe.efi": 300} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Repeat(name[:1], size)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &fakeMachines{}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0"), Gateway: netip.MustParseAddr("10.80.0.254"), PollInterval: 3 * time.Second}, m, fakeFiles{t, dir}, log)
+	ts := httptest.NewServer(s.Handler()) // real loopback socket
+	t.Cleanup(ts.Close)
+	return ts, m
+}
+
+func get(t *testing.T, url string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestScripts(t *testing.T) {
+	ts, _ := newTestServer(t)
+	tests := []struct{ name, path, golden string }{
+		{"chain to the machine script", "/boot.ipxe", "boot.ipxe"},
+		{"unknown machine waits", "/ipxe/machine?mac=52-54-00-00-00-01&manufacturer=QEMU&product=Standard+PC&serial=SN%24%7Bx%7D", "discovery.ipxe"},
+		{"poll while waiting fails", "/ipxe/machine?mac=52-54-00-00-00-01&poll=1", "poll-waiting.ipxe"},
+		{"assigned machine boots its role", "/ipxe/machine?mac=52-54-00-00-00-04", "target.ipxe"},
+		{"assigned machine polling boots too", "/ipxe/machine?mac=52-54-00-00-00-04&poll=1", "target.ipxe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := get(t, ts.URL+tt.path)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			golden(t, tt.golden, body)
+		})
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestFactsAreRecorded(t *testing.T) {
+	ts, m := newTestServer(t)
+	get(t, ts.URL+"/ipxe/machine?mac=52-54-00-00-00-01&uuid=u-1&serial=S1&manufacturer=Acme&product=PC&arch=x86_64&platform=efi")
+	want := Facts{UUID: "u-1", Serial: "S1", Manufacturer: "Acme", Product: "PC", Arch: "x86_64", Platform: "efi"}
+	if len(m.seen) != 1 || m.seen[0] != want {
+		t.Fatalf("facts = %+v, want %+v", m.seen, want)
+	}
+}
+
+func TestRequests(t *testing.T) {
+	ts, _ := newTestServer(t)
+	tests := []struct {
+		name       string
+		path       string
+		header     []string
+		wantStatus int
+		wantBody   string // prefix
+	}{
+		{"kernel", "/images/compute/2026.11.21-1/vmlinuz", nil, 200, "vvvv"},
+		{"range", "/images/compute/2026.11.21-1/initramfs.img", []string{"Range", "bytes=10-19"}, 206, "iiiiiiiiii"},
+		{"loader for UEFI HTTP boot", "/ipxe/ipxe.efi", nil, 200, "iii"},
+		{"unlisted file", "/images/compute/2026.11.21-1/manifest.json", nil, 404, ""},
+		{"traversal dot-dot", "/images/compute/../../../etc/passwd", nil, 404, ""},
+		{"traversal encoded", "/images/compute/2026.11.21-1/..%2f..%2fetc%2fpasswd", nil, 404, ""},
+		{"traversal in loader", "/ipxe/..%2F..%2Fetc%2Fshadow", nil, 404, ""},
+		{"machine without mac", "/ipxe/machine", nil, 400, ""},
+		{"machine with bad mac", "/ipxe/machine?mac=zz", nil, 400, ""},
+		{"hello from a node address", "/api/v1/hello", nil, 200, "c4 compute 10.80.0.104"},
+		{"api nodes", "/api/v1/nodes", nil, 200, "{"},
+		{"healthz", "/healthz", nil, 200, "ok"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := get(t, ts.URL+tt.path, tt.header...)
+			if resp.StatusCode != tt.wantStatus || !strings.HasPrefix(body, tt.wantBody) {
+				t.Fatalf("GET %s = %d %q, want %d %q...", tt.path, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
+			}
+			if tt.wantStatus == 200 && strings.HasPrefix(tt.path, "/images/") && resp.ContentLength <= 0 {
+				t.Errorf("no Content-Length on %s", tt.path)
+			}
+		})
+	}
+}
+
+func TestUnsafeImageRefused(t *testing.T) {
+	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0")}, nil, nil, logrus.New())
+	mac, _ := net.ParseMAC(assignedMAC)
+	for _, cmdline := range []string{"root=${evil}", "a\nshell", "x\x00y"} {
+		t.Run(fmt.Sprintf("%q", cmdline), func(t *testing.T) {
+			_, err := s.targetView(Target{Name: "c4", MAC: mac, Address: netip.MustParseAddr("10.80.0.104"), Image: "compute", Version: "1", Kernel: "vmlinuz", Cmdline: cmdline})
+			if err == nil {
+				t.Fatal("unsafe cmdline accepted into an iPXE script")
+			}
+		})
+	}
+}
+
+// FuzzRequestPath sends arbitrary paths through the router: the Files backend (the check in
+// fakeFiles) must never be asked for a name that leaves its directory.
+func FuzzRequestPath(f *testing.F) {
+	for _, seed := range []string{"/images/a/b/c", "/images/../../etc/passwd", "/ipxe/..%2f..", "/images/a/b/%2e%2e", "/ipxe/ipxe.efi", "//images//a/b/c"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		dir := t.TempDir()
+		log := logrus.New()
+		log.SetOutput(io.Discard)
+		s := New(Options{BaseURL: "http://x"}, &fakeMachines{}, fakeFiles{t, dir}, log)
+		req, err := http.NewRequest(http.MethodGet, "http://x", nil)
+		if err != nil {
+			return
+		}
+		req.URL.Path, req.URL.RawPath = path, ""
+		if u, err := req.URL.Parse(path); err == nil {
+			req.URL = u
+		}
+		s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	})
+}

@@ -1,0 +1,89 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestDiscoveryLease(t *testing.T) {
+	pool := Pool{Start: netip.MustParseAddr("10.80.0.200"), End: netip.MustParseAddr("10.80.0.202"), LeaseTime: 2 * time.Minute}
+	type step struct {
+		mac     string
+		advance time.Duration
+		release bool
+		decline bool
+		want    string // address, or "exhausted"
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"lowest free address", []step{{mac: macA, want: "10.80.0.200"}, {mac: macB, want: "10.80.0.201"}}},
+		{"renewal keeps the address", []step{{mac: macA, want: "10.80.0.200"}, {mac: macB, want: "10.80.0.201"}, {mac: macA, advance: time.Minute, want: "10.80.0.200"}}},
+		{"stable even after expiry while free", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, advance: time.Hour, want: "10.80.0.200"}}},
+		{"expired address goes to another", []step{{mac: macA, want: "10.80.0.200"}, {mac: macB, advance: time.Hour, want: "10.80.0.200"}, {mac: macA, want: "10.80.0.201"}}},
+		{"exhausted", []step{{mac: macA, want: "10.80.0.200"}, {mac: macB, want: "10.80.0.201"}, {mac: macC, want: "10.80.0.202"}, {mac: "52:54:00:00:00:0d", want: "exhausted"}}},
+		{"release frees", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, release: true}, {mac: macB, want: "10.80.0.200"}}},
+		{"decline holds the address back", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true}, {mac: macA, want: "10.80.0.201"}, {mac: macB, advance: 5 * time.Minute, want: "10.80.0.201"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c := newStore(t)
+			for i, st := range tt.steps {
+				c.t = c.t.Add(st.advance)
+				if st.release || st.decline {
+					if err := s.ReleaseLease(st.mac, st.decline, pool.LeaseTime); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					continue
+				}
+				l, err := s.DiscoveryLease(st.mac, pool)
+				got := l.Address.String()
+				if errors.Is(err, ErrPoolExhausted) {
+					got = "exhausted"
+				} else if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if got != st.want {
+					t.Fatalf("step %d (%s): got %s, want %s", i, st.mac, got, st.want)
+				}
+			}
+			assertNoSharedAddress(t, s, c.t)
+		})
+	}
+}
+
+func assertNoSharedAddress(t *testing.T, s *Store, now time.Time) {
+	t.Helper()
+	holder := map[netip.Addr]string{}
+	for _, l := range s.Leases() {
+		if !l.Expires.After(now) {
+			continue
+		}
+		if h, dup := holder[l.Address]; dup {
+			t.Fatalf("%s leased to %s and %s", l.Address, h, l.MAC)
+		}
+		holder[l.Address] = l.MAC
+	}
+}
+
+func TestPoolNeverHandsOutANodeAddress(t *testing.T) {
+	s, _ := newStore(t)
+	see(t, s, macA)
+	if _, err := s.Assign(AssignRequest{Name: "c1", Role: "compute", Address: netip.MustParseAddr("10.80.0.200"), MAC: macA}); err != nil {
+		t.Fatal(err)
+	}
+	pool := Pool{Start: netip.MustParseAddr("10.80.0.200"), End: netip.MustParseAddr("10.80.0.201"), LeaseTime: time.Minute}
+	for i := range 2 {
+		l, err := s.DiscoveryLease(fmt.Sprintf("52:54:00:00:01:%02x", i), pool)
+		if i == 0 && (err != nil || l.Address.String() != "10.80.0.201") {
+			t.Fatalf("first lease = %v, %v; want 10.80.0.201", l.Address, err)
+		}
+		if i == 1 && !errors.Is(err, ErrPoolExhausted) {
+			t.Fatalf("second lease: err = %v, want exhausted", err)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package inventory
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// AssignRequest binds a machine to a name. Role and Address follow from the name (the caller
+// computes them from the configuration); MAC may be empty when exactly one machine waits.
+type AssignRequest struct {
+	Name    string
+	Role    string
+	Address netip.Addr
+	MAC     string
+	// Replace moves an existing name to new hardware (e.g. a replaced motherboard).
+	Replace bool
+}
+
+// NodeByMAC returns the node bound to mac.
+func (s *Store) NodeByMAC(mac string) (Node, error) {
+	return s.find(func(n Node) bool { return n.MAC == mac }, "MAC "+mac)
+}
+
+// NodeByName returns the node called name.
+func (s *Store) NodeByName(name string) (Node, error) {
+	return s.find(func(n Node) bool { return n.Name == name }, "node "+name)
+}
+
+// NodeByAddress returns the node whose static address is a.
+func (s *Store) NodeByAddress(a netip.Addr) (Node, error) {
+	return s.find(func(n Node) bool { return n.Address == a }, "address "+a.String())
+}
+
+func (s *Store) find(match func(Node) bool, what string) (Node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.IndexFunc(s.data.Nodes, match); i >= 0 {
+		return s.data.Nodes[i], nil
+	}
+	return Node{}, fmt.Errorf("%s: %w", what, ErrNotFound)
+}
+
+// See records that the machine with mac asked to boot, with the facts it reported. It returns
+// the node when the machine is assigned; otherwise the machine is (or stays) waiting and ok is false.
+func (s *Store) See(mac string, facts Facts) (node Node, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.MAC == mac }); i >= 0 {
+		n := &s.data.Nodes[i]
+		changed := mergeFacts(&n.Facts, facts)
+		n.LastSeen = now
+		return *n, true, s.saveIf(changed)
+	}
+	i := slices.IndexFunc(s.data.Waiting, func(m Machine) bool { return m.MAC == mac })
+	if i < 0 {
+		s.data.Waiting = append(s.data.Waiting, Machine{MAC: mac, Facts: facts, FirstSeen: now, LastSeen: now})
+		return Node{}, false, s.save()
+	}
+	m := &s.data.Waiting[i]
+	changed := mergeFacts(&m.Facts, facts)
+	m.LastSeen = now
+	return Node{}, false, s.saveIf(changed)
+}
+
+// saveIf writes when something that matters changed, or when last-seen times are getting stale on disk.
+func (s *Store) saveIf(changed bool) error {
+	if changed || s.now().Sub(s.persisted) >= seenPersistInterval {
+		return s.save()
+	}
+	return nil
+}
+
+// mergeFacts fills dst with the non-empty facts of src and reports whether anything changed.
+func mergeFacts(dst *Facts, src Facts) bool {
+	changed := false
+	set := func(d *string, v string) {
+		if v != "" && *d != v {
+			*d, changed = v, true
+		}
+	}
+	set(&dst.UUID, src.UUID)
+	set(&dst.Manufacturer, src.Manufacturer)
+	set(&dst.Product, src.Product)
+	set(&dst.Serial, src.Serial)
+	set(&dst.Arch, src.Arch)
+	set(&dst.Platform, src.Platform)
+	return changed
+}
+
+// Assign binds a waiting machine to req.Name.
+func (s *Store) Assign(req AssignRequest) (Node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mac, err := s.pickMAC(req.MAC)
+	if err != nil {
+		return Node{}, err
+	}
+	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.MAC == mac }); i >= 0 {
+		n := s.data.Nodes[i]
+		if n.Name == req.Name {
+			return n, nil // already so: assigning twice is harmless
+		}
+		return Node{}, &Conflict{fmt.Sprintf("machine %s is already %s (%s, %s); run `bootd unassign %s` first", mac, n.Name, n.Role, n.Address, n.Name)}
+	}
+	w := slices.IndexFunc(s.data.Waiting, func(m Machine) bool { return m.MAC == mac })
+	if w < 0 {
+		return Node{}, &Conflict{fmt.Sprintf("no machine with MAC %s has netbooted here: power it on with network boot first and look for it in `bootd nodes`", mac)}
+	}
+	if err := s.checkFree(req); err != nil {
+		return Node{}, err
+	}
+	return s.bind(req, s.data.Waiting[w])
+}
+
+// pickMAC returns the normalized MAC to assign, or the one machine waiting when none is given.
+func (s *Store) pickMAC(mac string) (string, error) {
+	if mac != "" {
+		return NormalizeMAC(mac)
+	}
+	switch len(s.data.Waiting) {
+	case 0:
+		return "", &Conflict{"no machine is waiting to be named: power one on with network boot, or give --mac"}
+	case 1:
+		return s.data.Waiting[0].MAC, nil
+	default:
+		return "", &Ambiguous{Waiting: append([]Machine(nil), s.data.Waiting...)}
+	}
+}
+
+// checkFree refuses a name or address that another machine holds, unless the name is being moved.
+func (s *Store) checkFree(req AssignRequest) error {
+	for _, n := range s.data.Nodes {
+		if n.Name == req.Name && !req.Replace {
+			return &Conflict{fmt.Sprintf("name %s is already bound to machine %s (%s, %s); to move %s to new hardware (e.g. a replaced motherboard) add --replace, or run `bootd unassign %s` first", n.Name, n.MAC, n.Role, n.Address, n.Name, n.Name)}
+		}
+		if n.Name != req.Name && n.Address == req.Address {
+			return &Conflict{fmt.Sprintf("address %s is already used by node %s (%s)", n.Address, n.Name, n.MAC)}
+		}
+	}
+	return nil
+}
+
+// bind turns waiting machine m into node req.Name, replacing an older binding of the name.
+func (s *Store) bind(req AssignRequest, m Machine) (Node, error) {
+	old := s.data
+	node := Node{
+		Name: req.Name, Role: req.Role, MAC: m.MAC, Address: req.Address, State: StateAssigned,
+		Facts: m.Facts, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen, AssignedAt: s.now(),
+	}
+	s.data.Nodes = slices.DeleteFunc(slices.Clone(s.data.Nodes), func(n Node) bool { return n.Name == req.Name })
+	s.data.Nodes = append(s.data.Nodes, node)
+	slices.SortFunc(s.data.Nodes, func(a, b Node) int { return compareNames(a.Name, b.Name) })
+	s.data.Waiting = slices.DeleteFunc(slices.Clone(s.data.Waiting), func(w Machine) bool { return w.MAC == m.MAC })
+	if err := s.save(); err != nil {
+		s.data = old
+		return Node{}, err
+	}
+	return node, nil
+}
+
+// Unassign forgets the node called name; its machine will wait to be named again at its next boot.
+func (s *Store) Unassign(name string) (Node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
+	if i < 0 {
+		return Node{}, fmt.Errorf("node %s: %w", name, ErrNotFound)
+	}
+	old, n := s.data, s.data.Nodes[i]
+	s.data.Nodes = slices.Delete(slices.Clone(s.data.Nodes), i, i+1)
+	if err := s.save(); err != nil {
+		s.data = old
+		return Node{}, err
+	}
+	return n, nil
+}
+
+// SetState records that node name reached state st.
+func (s *Store) SetState(name string, st State) (Node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
+	if i < 0 {
+		return Node{}, fmt.Errorf("node %s: %w", name, ErrNotFound)
+	}
+	n := &s.data.Nodes[i]
+	n.LastSeen = s.now()
+	if n.State == st {
+		return *n, s.saveIf(false)
+	}
+	n.State = st
+	return *n, s.save()
+}
+
+// compareNames orders node names the way people count: master, c1, c2, ..., c10.
+func compareNames(a, b string) int {
+	pa, na := splitNumber(a)
+	pb, nb := splitNumber(b)
+	if c := strings.Compare(pa, pb); c != 0 {
+		return c
+	}
+	return na - nb
+}
+
+func splitNumber(s string) (string, int) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	n, _ := strconv.Atoi(s[i:])
+	return s[:i], n
+}

@@ -1,0 +1,94 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// ErrNotFound is returned when no node, machine or lease matches.
+var ErrNotFound = errors.New("not found")
+
+// State is where a node is in its life: the stages bootd can observe.
+type State string
+
+// The stages a node passes, in order.
+const (
+	StateAssigned State = "assigned" // named, not yet booted under its name
+	StateBooting  State = "booting"  // fetched its boot script under its name
+	StateUp       State = "up"       // reported itself from its static address
+)
+
+// Facts are what a machine's firmware (through iPXE) tells about itself.
+type Facts struct {
+	UUID         string `json:"uuid,omitempty"`
+	Manufacturer string `json:"manufacturer,omitempty"`
+	Product      string `json:"product,omitempty"`
+	Serial       string `json:"serial,omitempty"`
+	Arch         string `json:"arch,omitempty"`     // iPXE ${buildarch}: i386, x86_64, ...
+	Platform     string `json:"platform,omitempty"` // iPXE ${platform}: pcbios, efi
+}
+
+// Node is a machine bound to a name, with the role and address that follow from the name.
+type Node struct {
+	Name       string     `json:"name"`
+	Role       string     `json:"role"`
+	MAC        string     `json:"mac"`
+	Address    netip.Addr `json:"address"`
+	State      State      `json:"state"`
+	Facts      Facts      `json:"facts"`
+	FirstSeen  time.Time  `json:"first_seen"`
+	LastSeen   time.Time  `json:"last_seen"`
+	AssignedAt time.Time  `json:"assigned_at"`
+}
+
+// Machine is an unknown machine that netbooted and waits to be named.
+type Machine struct {
+	MAC       string    `json:"mac"`
+	Facts     Facts     `json:"facts"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// Lease is a short discovery-pool lease held by an unknown PXE client.
+type Lease struct {
+	MAC     string     `json:"mac"`
+	Address netip.Addr `json:"address"`
+	Expires time.Time  `json:"expires"`
+	// Declined marks an address a client reported in use (DHCPDECLINE): kept out of the pool until Expires.
+	Declined bool `json:"declined,omitempty"`
+}
+
+// Pool is the discovery address range, inclusive.
+type Pool struct {
+	Start, End netip.Addr
+	LeaseTime  time.Duration
+}
+
+// Conflict explains why an assignment was refused.
+type Conflict struct{ Msg string }
+
+func (c *Conflict) Error() string { return c.Msg }
+
+// Ambiguous is returned by Assign without a MAC while several machines wait.
+type Ambiguous struct{ Waiting []Machine }
+
+func (a *Ambiguous) Error() string {
+	macs := make([]string, len(a.Waiting))
+	for i, m := range a.Waiting {
+		macs[i] = m.MAC
+	}
+	return fmt.Sprintf("%d machines are waiting (%s): choose one with --mac", len(a.Waiting), strings.Join(macs, ", "))
+}
+
+// NormalizeMAC returns mac in the one form the inventory stores: lower-case, colon-separated.
+func NormalizeMAC(s string) (string, error) {
+	hw, err := net.ParseMAC(strings.ReplaceAll(strings.TrimSpace(s), "-", ":"))
+	if err != nil || len(hw) != 6 {
+		return "", fmt.Errorf("%q is not an Ethernet MAC address (want e.g. 52:54:00:12:34:56)", s)
+	}
+	return hw.String(), nil
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what building, testing and the virtual-lab demo need on Debian 12, as root.
+# Idempotent: packages already present are not fetched again.
+set -euo pipefail
+
+packages=(
+  make gcc git ca-certificates
+  qemu-system-x86 ovmf ipxe          # PCs that netboot: SeaBIOS + iPXE ROMs, OVMF; iPXE binaries to serve
+  linux-image-amd64 busybox-static   # kernel and userland of the test image
+  cpio squashfs-tools                # image tooling
+  dnsmasq                            # the baseline bootd is measured against
+  iproute2 tcpdump procps            # namespaces, bridges, taps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian's dnsmasq package starts a system-wide instance; the tests run their own in namespaces.
+systemctl disable --now dnsmasq >/dev/null 2>&1 || true
+
+if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
+  echo "setup: Go is at /usr/local/go/bin; add it to PATH"
+fi
+echo "setup: ok"
