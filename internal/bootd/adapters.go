@@ -140,4 +140,3 @@ func (d *daemon) nodesReply() ctl.NodesReply {
 	return ctl.NodesReply{Nodes: nodes, Waiting: waiting, Leases: d.inv.Leases(),
 		Server: ctl.ServerInfo{Interface: d.cfg.Interface, Address: d.server, Started: d.started}}
 }
-

@@ -67,8 +67,16 @@ func TestClientServer(t *testing.T) {
 		wantMsg    string
 		wantWait   int
 	}{
-		{"nodes", func() error { r, err := c.Nodes(); ok(t, len(r.Nodes) == 1 && len(r.Waiting) == 1, "nodes reply %+v", r); return err }, 0, "", 0},
-		{"assign", func() error { n, err := c.Assign(AssignRequest{Name: "c1", MAC: "m"}); ok(t, err != nil || n.MAC == "m", "node %+v", n); return err }, 0, "", 0},
+		{"nodes", func() error {
+			r, err := c.Nodes()
+			ok(t, len(r.Nodes) == 1 && len(r.Waiting) == 1, "nodes reply %+v", r)
+			return err
+		}, 0, "", 0},
+		{"assign", func() error {
+			n, err := c.Assign(AssignRequest{Name: "c1", MAC: "m"})
+			ok(t, err != nil || n.MAC == "m", "node %+v", n)
+			return err
+		}, 0, "", 0},
 		{"ambiguous lists the waiting", func() error { _, err := c.Assign(AssignRequest{Name: "c2"}); return err }, http.StatusConflict, "choose one with --mac", 2},
 		{"conflict", func() error { _, err := c.Assign(AssignRequest{Name: "c3"}); return err }, http.StatusConflict, "already bound", 0},
 		{"bad name", func() error { _, err := c.Assign(AssignRequest{Name: "gpu"}); return err }, http.StatusBadRequest, "fits no role", 0},

@@ -34,7 +34,7 @@ func (s *Server) machineScript(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		log.WithError(err).Error("cannot boot machine")
-		s.render(w, errorScript, printable(err.Error()))
+		s.render(w, errorScript, printable(err.Error(), 400))
 	case !ok && q.Get("poll") != "":
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprint(w, stillWaiting)

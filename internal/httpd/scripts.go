@@ -111,8 +111,8 @@ func (s *Server) discoveryView(mac net.HardwareAddr, f Facts) discoveryView {
 	q := url.Values{"mac": {strings.ReplaceAll(mac.String(), ":", "-")}, "poll": {"1"}}
 	return discoveryView{
 		MAC:         mac.String(),
-		Model:       printable(strings.TrimSpace(f.Manufacturer + " " + f.Product)),
-		Serial:      printable(f.Serial),
+		Model:       printable(strings.TrimSpace(f.Manufacturer+" "+f.Product), 64),
+		Serial:      printable(f.Serial, 64),
 		PollSeconds: max(1, int(s.opts.PollInterval.Seconds())),
 		PollURL:     s.opts.BaseURL + "/ipxe/machine?" + q.Encode(),
 	}
@@ -128,11 +128,11 @@ func scriptSafe(s string) error {
 	return nil
 }
 
-// printable keeps firmware-reported text fit for an echo line: printable ASCII without "$", at most 64 bytes.
-func printable(s string) string {
+// printable keeps text fit for an echo line: printable ASCII without "$", at most limit bytes.
+func printable(s string, limit int) string {
 	var b strings.Builder
 	for _, r := range s {
-		if b.Len() >= 64 {
+		if b.Len() >= limit {
 			break
 		}
 		if r >= 0x20 && r < 0x7f && r != '$' {

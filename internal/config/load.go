@@ -1,0 +1,326 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// origin records where Load found each value. loaded keeps the values as
+// the file set them, so that a value changed afterwards (by a command-line
+// flag) is no longer blamed on the file.
+type origin struct {
+	file   string
+	lines  map[string]int // key -> line, for every key in the file
+	loaded Config
+}
+
+// Load returns Default() overlaid by the keys of the TOML file at path, and
+// validated without a server address (see Validate). Errors about the file's
+// content are *Error values naming path, line and key.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	c, err := parse(path, string(data))
+	if err == nil {
+		err = c.Validate(netip.Addr{})
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// parse decodes data over the defaults; it checks syntax, keys and types,
+// leaving the meaning of the values to Validate.
+func parse(path, data string) (Config, error) {
+	var m map[string]any
+	md, err := toml.Decode(data, &m)
+	if err != nil {
+		return Config{}, syntaxError(path, data, err)
+	}
+	c := Default()
+	o := &origin{file: path, lines: keyLines(data)}
+	for _, k := range md.Keys() {
+		o.lines[k.String()] += 0 // in the file, even where the scanner missed it
+		if err := c.set(k, lookup(m, k)); err != nil {
+			return Config{}, &Error{File: path, Line: o.lines[k.String()], Key: k.String(), Msg: err.Error()}
+		}
+	}
+	o.loaded = c
+	c.origin = o
+	return c, nil
+}
+
+// syntaxError locates the TOML parser's error.
+func syntaxError(path, data string, err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return &Error{File: path, Msg: err.Error(), err: err}
+	}
+	line := pe.Position.Line
+	if st := pe.Position.Start; st >= 0 && st < len(data) {
+		// The parser counts an offending newline as the next line's;
+		// the user's mistake is on the line it ends.
+		line = strings.Count(data[:st], "\n") + 1
+	}
+	key := keyOnLine(data, line)
+	if key == "" {
+		key = pe.LastKey
+	}
+	return &Error{File: path, Line: line, Key: key, Msg: "syntax error: " + pe.Message, err: err}
+}
+
+// keyOnLine returns the key defined on line, the innermost if several.
+// It beats ParseError.LastKey, which can be the enclosing table's name.
+func keyOnLine(data string, line int) string {
+	key := ""
+	for k, l := range keyLines(data) {
+		if l == line && (len(k) > len(key) || len(k) == len(key) && k > key) {
+			key = k
+		}
+	}
+	return key
+}
+
+// set stores the value v of key k in c, or says why it cannot.
+func (c *Config) set(k toml.Key, v any) error {
+	name := k.String()
+	if f, ok := fields[name]; ok {
+		return f.set(c, v)
+	}
+	if slices.Contains(tables, name) {
+		if _, ok := v.(map[string]any); !ok {
+			return fmt.Errorf("want a table ([%s]), got %s", name, typeName(v))
+		}
+		return nil
+	}
+	return unknownKey(k)
+}
+
+// unknownKey names the keys that are allowed where k was found.
+func unknownKey(k toml.Key) error {
+	parent := strings.Join(k[:len(k)-1], ".")
+	var known []string
+	for name := range fields {
+		if p, leaf, _ := cutLast(name); p == parent {
+			known = append(known, leaf)
+		}
+	}
+	if parent == "" {
+		known = append(known, tables...)
+		return fmt.Errorf("unknown key (known: %s)", strings.Join(sorted(known), ", "))
+	}
+	if len(known) == 0 {
+		return errors.New("unknown key")
+	}
+	return fmt.Errorf("unknown key (known in [%s]: %s)", parent, strings.Join(sorted(known), ", "))
+}
+
+func cutLast(name string) (parent, leaf string, ok bool) {
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return "", name, false
+	}
+	return name[:i], name[i+1:], true
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
+}
+
+// lookup returns the value of key k in the decoded document m.
+func lookup(m map[string]any, k toml.Key) any {
+	var v any = m
+	for _, part := range k {
+		t, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = t[part]
+	}
+	return v
+}
+
+// tables are the file's sections.
+var tables = []string{"ports", "network", "discovery", "master", "compute"}
+
+// field decodes one key into a Config and reads it back.
+type field struct {
+	set func(c *Config, v any) error
+	get func(c *Config) any
+}
+
+// fields is the file format: every key and the Config field it sets.
+var fields = map[string]field{
+	"interface":  of(asString, func(c *Config) *string { return &c.Interface }),
+	"state_dir":  of(asPath, func(c *Config) *string { return &c.StateDir }),
+	"images_dir": of(asPath, func(c *Config) *string { return &c.ImagesDir }),
+	"ipxe_dir":   of(asPath, func(c *Config) *string { return &c.IPXEDir }),
+	"log_format": of(asString, func(c *Config) *string { return &c.LogFormat }),
+
+	"ports.dhcp": of(asInt, func(c *Config) *int { return &c.Ports.DHCP }),
+	"ports.tftp": of(asInt, func(c *Config) *int { return &c.Ports.TFTP }),
+	"ports.http": of(asInt, func(c *Config) *int { return &c.Ports.HTTP }),
+
+	"network.subnet":     of(asPrefix, func(c *Config) *netip.Prefix { return &c.Network.Subnet }),
+	"network.gateway":    of(asOptAddr, func(c *Config) *netip.Addr { return &c.Network.Gateway }),
+	"network.dns":        of(asAddrs, func(c *Config) *[]netip.Addr { return &c.Network.DNS }),
+	"network.domain":     of(asString, func(c *Config) *string { return &c.Network.Domain }),
+	"network.lease_time": of(asDuration, func(c *Config) *time.Duration { return &c.Network.LeaseTime }),
+
+	"discovery.pool_start": of(asAddr, func(c *Config) *netip.Addr { return &c.Discovery.PoolStart }),
+	"discovery.pool_end":   of(asAddr, func(c *Config) *netip.Addr { return &c.Discovery.PoolEnd }),
+	"discovery.lease_time": of(asDuration, func(c *Config) *time.Duration { return &c.Discovery.LeaseTime }),
+
+	"master.name":    of(asString, func(c *Config) *string { return &c.Master.Name }),
+	"master.address": of(asAddr, func(c *Config) *netip.Addr { return &c.Master.Address }),
+	"master.image":   of(asString, func(c *Config) *string { return &c.Master.Image }),
+	"master.version": of(asString, func(c *Config) *string { return &c.Master.Version }),
+
+	"compute.prefix":        of(asString, func(c *Config) *string { return &c.Compute.Prefix }),
+	"compute.first_address": of(asAddr, func(c *Config) *netip.Addr { return &c.Compute.FirstAddress }),
+	"compute.max_nodes":     of(asInt, func(c *Config) *int { return &c.Compute.MaxNodes }),
+	"compute.image":         of(asString, func(c *Config) *string { return &c.Compute.Image }),
+	"compute.version":       of(asString, func(c *Config) *string { return &c.Compute.Version }),
+}
+
+// of ties a decoder to the Config field at ptr.
+func of[T any](decode func(any) (T, error), ptr func(*Config) *T) field {
+	return field{
+		set: func(c *Config, v any) error {
+			t, err := decode(v)
+			if err == nil {
+				*ptr(c) = t
+			}
+			return err
+		},
+		get: func(c *Config) any { return *ptr(c) },
+	}
+}
+
+func asString(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", typeError("a string", v)
+	}
+	return s, nil
+}
+
+// asPath wants an absolute path: relative to what would be a guess, since
+// bootd may be started from any directory.
+func asPath(v any) (string, error) {
+	s, err := asString(v)
+	if err == nil && s != "" && !filepath.IsAbs(s) {
+		err = fmt.Errorf("%q is not an absolute path", s)
+	}
+	return s, err
+}
+
+func asInt(v any) (int, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return 0, typeError("an integer", v)
+	}
+	if n < math.MinInt || n > math.MaxInt {
+		return 0, fmt.Errorf("%d is out of range", n)
+	}
+	return int(n), nil
+}
+
+func asPrefix(v any) (netip.Prefix, error) {
+	s, err := asString(v)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, fmt.Errorf("%q is not a CIDR (want e.g. 10.80.0.0/24)", s)
+	}
+	return p, nil
+}
+
+func asAddr(v any) (netip.Addr, error) {
+	s, err := asString(v)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return a, fmt.Errorf("%q is not an IP address (want e.g. 10.80.0.100)", s)
+	}
+	return a, nil
+}
+
+// asOptAddr is asAddr where "" means none, so a file can also spell out
+// that there is no gateway.
+func asOptAddr(v any) (netip.Addr, error) {
+	if s, ok := v.(string); ok && s == "" {
+		return netip.Addr{}, nil
+	}
+	return asAddr(v)
+}
+
+func asAddrs(v any) ([]netip.Addr, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, typeError("an array of strings", v)
+	}
+	addrs := make([]netip.Addr, 0, len(list))
+	for i, e := range list {
+		a, err := asAddr(e)
+		if err != nil {
+			return nil, fmt.Errorf("item %d: %w", i+1, err)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+func asDuration(v any) (time.Duration, error) {
+	s, err := asString(v)
+	if err != nil {
+		return 0, err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (want e.g. 90s, 2m, 1h)", s)
+	}
+	return d, nil
+}
+
+func typeError(want string, v any) error {
+	return fmt.Errorf("want %s, got %s", want, typeName(v))
+}
+
+// typeName names a decoded TOML value's type the way the TOML spec does.
+func typeName(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("string %q", v)
+	case int64:
+		return fmt.Sprintf("integer %d", v)
+	case float64:
+		return fmt.Sprintf("float %v", v)
+	case bool:
+		return fmt.Sprintf("boolean %v", v)
+	case time.Time:
+		return "datetime"
+	case []any, []map[string]any:
+		return "array"
+	case map[string]any:
+		return "table"
+	}
+	return fmt.Sprintf("%T", v)
+}

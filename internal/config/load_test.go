@@ -1,0 +1,183 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/bad")
+
+// TestLoadErrors loads every testdata/bad/*.toml and compares the error
+// with the golden .err file beside it.
+func TestLoadErrors(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no test files: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".toml"), func(t *testing.T) {
+			_, err := Load(file)
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			checkLocated(t, err, file)
+			golden(t, strings.TrimSuffix(file, ".toml")+".err", err.Error()+"\n")
+		})
+	}
+}
+
+// checkLocated wants an *Error naming file, line and (but for some syntax
+// errors) key.
+func checkLocated(t *testing.T, err error, file string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v is a %T, want *Error", err, err)
+	}
+	if e.File != file || e.Line < 1 {
+		t.Errorf("error %q is not located in %s", err, file)
+	}
+	if e.Key == "" && !strings.Contains(file, "syntax") {
+		t.Errorf("error %q names no key", err)
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("error:\n got: %s want: %s", got, want)
+	}
+}
+
+func TestLoadFull(t *testing.T) {
+	got, err := Load("testdata/full.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Interface = "eth1"
+	want.IPXEDir = "/usr/lib/ipxe"
+	want.Network.Gateway = netip.MustParseAddr("10.80.0.1")
+	want.Network.DNS = []netip.Addr{netip.MustParseAddr("10.80.0.1")}
+	want.Network.Domain = "lab.example"
+	assertConfig(t, got, want)
+	if err := got.Validate(netip.MustParseAddr("10.80.0.2")); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+// TestFullDocumentsEveryKey keeps testdata/full.toml, the users' reference,
+// in step with the keys Load accepts.
+func TestFullDocumentsEveryKey(t *testing.T) {
+	var m map[string]any
+	md, err := toml.DecodeFile("testdata/full.toml", &m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, k := range md.Keys() {
+		if !slices.Contains(tables, k.String()) {
+			got = append(got, k.String())
+		}
+	}
+	var want []string
+	for k := range fields {
+		want = append(want, k)
+	}
+	if !reflect.DeepEqual(sorted(got), sorted(want)) {
+		t.Errorf("full.toml has keys\n%v\nLoad knows\n%v", got, want)
+	}
+}
+
+// assertConfig compares configs without their origin.
+func assertConfig(t *testing.T, got, want Config) {
+	t.Helper()
+	got.origin, want.origin = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("config:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestLoadOverlay(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		edit func(*Config)
+	}{
+		{"empty", "", func(*Config) {}},
+		{"comments only", "# nothing\n\n", func(*Config) {}},
+		{"one key", "[compute]\nmax_nodes = 24\n", func(c *Config) { c.Compute.MaxNodes = 24 }},
+		{"no gateway spelled out", "[network]\ngateway = \"\"\n", func(*Config) {}},
+		{"empty dns", "[network]\ndns = []\n", func(c *Config) { c.Network.DNS = []netip.Addr{} }},
+		{"inline table", "discovery = { lease_time = \"5m\" }\n", func(c *Config) { c.Discovery.LeaseTime = 5 * time.Minute }},
+		{"dotted key", "master.version = \"2024.06.1\"\n", func(c *Config) { c.Master.Version = "2024.06.1" }},
+		{"other lab", "[network]\nsubnet = \"192.168.7.0/24\"\n[discovery]\npool_start = \"192.168.7.200\"\npool_end = \"192.168.7.220\"\n" +
+			"[master]\naddress = \"192.168.7.10\"\n[compute]\nprefix = \"node\"\nfirst_address = \"192.168.7.11\"\nmax_nodes = 40\n",
+			func(c *Config) {
+				c.Network.Subnet = netip.MustParsePrefix("192.168.7.0/24")
+				c.Discovery.PoolStart = netip.MustParseAddr("192.168.7.200")
+				c.Discovery.PoolEnd = netip.MustParseAddr("192.168.7.220")
+				c.Master.Address = netip.MustParseAddr("192.168.7.10")
+				c.Compute = ComputeRole{Prefix: "node", FirstAddress: netip.MustParseAddr("192.168.7.11"), MaxNodes: 40, Image: "compute"}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Load(writeTemp(t, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Default()
+			tt.edit(&want)
+			assertConfig(t, got, want)
+		})
+	}
+}
+
+func writeTemp(t testing.TB, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bootd.toml")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.toml"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v, want fs.ErrNotExist", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "nope.toml") {
+		t.Errorf("error %q does not name the file", err)
+	}
+}
+
+func TestSyntaxErrorUnwraps(t *testing.T) {
+	_, err := Load("testdata/bad/syntax_string.toml")
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		t.Errorf("error %v does not wrap toml.ParseError", err)
+	}
+}

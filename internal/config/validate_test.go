@@ -1,0 +1,123 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestDefaultValidates(t *testing.T) {
+	if err := Default().Validate(netip.MustParseAddr("10.80.0.1")); err != nil {
+		t.Errorf("Default().Validate(10.80.0.1) = %v", err)
+	}
+	if err := Default().Validate(netip.Addr{}); err != nil {
+		t.Errorf("Default().Validate(zero) = %v", err)
+	}
+}
+
+func TestValidateServer(t *testing.T) {
+	withGateway := Default()
+	withGateway.Network.Gateway = netip.MustParseAddr("10.80.0.1")
+	tests := []struct {
+		name   string
+		c      Config
+		server string
+		want   string // "" = valid
+	}{
+		{"free address", Default(), "10.80.0.1", ""},
+		{"just below master", Default(), "10.80.0.99", ""},
+		{"just above pool", Default(), "10.80.0.250", ""},
+		{"outside subnet", Default(), "10.81.0.1",
+			"network.subnet: bootd's own address 10.81.0.1 is outside subnet 10.80.0.0/24: serve on an interface in the subnet, or change the subnet"},
+		{"network address", Default(), "10.80.0.0",
+			"network.subnet: bootd's own address 10.80.0.0 is the network or broadcast address of 10.80.0.0/24"},
+		{"broadcast address", Default(), "10.80.0.255",
+			"network.subnet: bootd's own address 10.80.0.255 is the network or broadcast address of 10.80.0.0/24"},
+		{"ipv6", Default(), "fd00::1", "network.subnet: bootd's own address fd00::1 is not IPv4"},
+		{"master", Default(), "10.80.0.100",
+			"master.address: bootd's own address 10.80.0.100 is taken by the master (10.80.0.100): give the interface another address, or move the range"},
+		{"compute", Default(), "10.80.0.150",
+			"compute.max_nodes: bootd's own address 10.80.0.150 is taken by compute nodes c1..c99 (10.80.0.101-10.80.0.199): give the interface another address, or move the range"},
+		{"pool", Default(), "10.80.0.249",
+			"discovery.pool_end: bootd's own address 10.80.0.249 is taken by the discovery pool (10.80.0.200-10.80.0.249): give the interface another address, or move the range"},
+		{"gateway", withGateway, "10.80.0.1",
+			"network.gateway: bootd's own address 10.80.0.1 is taken by the gateway (10.80.0.1): give the interface another address, or move the range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.c.Validate(netip.MustParseAddr(tt.server))
+			checkErr(t, err, tt.want)
+		})
+	}
+}
+
+func checkErr(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("error %q, want none", err)
+	case want != "" && err == nil:
+		t.Errorf("no error, want %q", want)
+	case want != "" && err.Error() != want:
+		t.Errorf("error\n got %q\nwant %q", err, want)
+	}
+}
+
+// TestValidateInCode covers configs built in code, whose errors name the
+// key only.
+func TestValidateInCode(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no subnet", func(c *Config) { c.Network.Subnet = netip.Prefix{} }, "network.subnet: missing"},
+		{"no master address", func(c *Config) { c.Master.Address = netip.Addr{} }, "master.address: missing"},
+		{"empty state dir", func(c *Config) { c.StateDir = "" }, "state_dir: must not be empty"},
+		{"empty images dir", func(c *Config) { c.ImagesDir = "" }, "images_dir: must not be empty"},
+		{"empty image", func(c *Config) { c.Compute.Image = "" }, `compute.image: "" is not an image name (want letters, digits, '.', '_' and '-')`},
+		{"names too long", func(c *Config) { c.Compute.Prefix = "n" + strings.Repeat("x", 61) },
+			"compute.max_nodes: node name n" + strings.Repeat("x", 61) + "99 would be longer than 63 characters"},
+		{"dns ipv6", func(c *Config) { c.Network.DNS = []netip.Addr{netip.MustParseAddr("::1")} }, "network.dns: item 1: ::1 is not an IPv4 address"},
+		{"compute past ipv4", func(c *Config) {
+			c.Network.Subnet = netip.MustParsePrefix("255.255.255.0/24")
+			c.Master.Address = netip.MustParseAddr("255.255.255.1")
+			c.Discovery.PoolStart = netip.MustParseAddr("255.255.255.2")
+			c.Discovery.PoolEnd = netip.MustParseAddr("255.255.255.3")
+			c.Compute.FirstAddress = netip.MustParseAddr("255.255.255.10")
+			c.Compute.MaxNodes = 1 << 40
+		}, "compute.max_nodes: 1099511627776 compute nodes from 255.255.255.10 do not fit in subnet 255.255.255.0/24"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.edit(&c)
+			err := c.Validate(netip.Addr{})
+			checkErr(t, err, tt.want)
+			var e *Error
+			if errors.As(err, &e) && (e.File != "" || e.Line != 0) {
+				t.Errorf("error %q names a file for a value set in code", err)
+			}
+		})
+	}
+}
+
+// TestValidateOverride checks that a value a flag changed after Load is not
+// blamed on the file, while values still as loaded are.
+func TestValidateOverride(t *testing.T) {
+	path := writeTemp(t, "state_dir = \"/srv/bootd\"\n\n[master]\naddress = \"10.80.0.90\"\n")
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.StateDir = ""
+	checkErr(t, c.Validate(netip.Addr{}), "state_dir: must not be empty")
+
+	c, _ = Load(path)
+	c.Compute.FirstAddress = netip.MustParseAddr("10.80.0.90")
+	checkErr(t, c.Validate(netip.Addr{}), path+":4: master.address: the master (10.80.0.90) and compute nodes c1..c99 (10.80.0.90-10.80.0.188) overlap")
+
+	c, _ = Load(path)
+	checkErr(t, c.Validate(netip.MustParseAddr("10.80.0.90")), path+":4: master.address: bootd's own address 10.80.0.90 is taken by the master (10.80.0.90): give the interface another address, or move the range")
+}
