@@ -1,0 +1,174 @@
+package artifact
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Write publishes one version: it copies the files m references from srcDir
+// into <imagesDir>/<name>/.<version>.tmp-<random>, records their sizes and
+// sha256 in m.Files (replacing what the caller put there), writes
+// manifest.json, fsyncs everything and renames the directory to
+// <imagesDir>/<name>/<version>. A reader sees the whole version or nothing.
+//
+// Files are copied, not hard-linked or moved: the hash is computed over the
+// very bytes written to the new inode, so nothing that later happens to
+// srcDir (a build cache that is reused or rewritten in place) can change a
+// published image behind its manifest, and srcDir stays usable for the caller.
+// The cost is one extra sequential write per build, small next to the build.
+func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) {
+	if err := checkWritable(m); err != nil {
+		return "", fmt.Errorf("write image: %w", err)
+	}
+	nameDir := filepath.Join(imagesDir, m.Name)
+	final := filepath.Join(nameDir, m.Version)
+	if err := refuseExisting(final); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(nameDir, 0o755); err != nil {
+		return "", fmt.Errorf("write image: %w", err)
+	}
+	tmp, err := os.MkdirTemp(nameDir, "."+m.Version+".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("write image: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := fill(tmp, &m, srcDir); err != nil {
+		return "", fmt.Errorf("write image %s/%s: %w", m.Name, m.Version, err)
+	}
+	if err := publish(tmp, final, imagesDir); err != nil {
+		return "", fmt.Errorf("write image %s/%s: %w", m.Name, m.Version, err)
+	}
+	return final, nil
+}
+
+// checkWritable validates what the caller controls before any copying.
+func checkWritable(m Manifest) error {
+	m.Files = map[string]File{}
+	for _, ref := range m.Referenced() {
+		// Placeholder entries let Validate check names; Write computes the real ones.
+		m.Files[ref] = File{SHA256: emptySHA256}
+	}
+	return m.Validate()
+}
+
+var emptySHA256 = hex.EncodeToString(sha256.New().Sum(nil))
+
+func refuseExisting(final string) error {
+	_, err := os.Lstat(final)
+	if err == nil {
+		return fmt.Errorf("write image %s: %w", final, ErrExists)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("write image: %w", err)
+	}
+	return nil
+}
+
+// fill copies the referenced files into tmp, computes m.Files and writes the
+// manifest, all synced to disk.
+func fill(tmp string, m *Manifest, srcDir string) error {
+	// MkdirTemp creates 0700; bootd may run as another user than imgbuild.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	m.Created = m.Created.UTC()
+	m.Files = map[string]File{}
+	for _, ref := range m.Referenced() {
+		f, err := copyFile(filepath.Join(srcDir, ref), filepath.Join(tmp, ref))
+		if err != nil {
+			return err
+		}
+		m.Files[ref] = f
+	}
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if err := writeManifest(tmp, *m); err != nil {
+		return err
+	}
+	return syncDir(tmp)
+}
+
+// copyFile copies a regular file and hashes the bytes as they are written.
+func copyFile(src, dst string) (File, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return File{}, err
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil {
+		return File{}, err
+	} else if !fi.Mode().IsRegular() {
+		return File{}, fmt.Errorf("%s: not a regular file", src)
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return File{}, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("copy %s: %w", src, err)
+	}
+	return File{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+func writeManifest(dir string, m Manifest) error {
+	data, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ManifestFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", ManifestFile, err)
+	}
+	return nil
+}
+
+// publish renames tmp to final and syncs the parents so the new entries
+// survive a crash. The images dir is synced too, because the name directory
+// may have just been created.
+func publish(tmp, final, imagesDir string) error {
+	if err := renameNoReplace(tmp, final); err != nil {
+		if errors.Is(err, ErrExists) {
+			return fmt.Errorf("%s: %w", final, ErrExists)
+		}
+		return err
+	}
+	// After the rename the version is visible; a failed sync now means it
+	// may not survive a crash, which the caller must hear about.
+	if err := syncDir(filepath.Dir(final)); err != nil {
+		return fmt.Errorf("published %s but: %w", final, err)
+	}
+	if err := syncDir(imagesDir); err != nil {
+		return fmt.Errorf("published %s but: %w", final, err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package artifact
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+func TestWriteRoundTrip(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Manifest)
+	}{
+		{"with rootfs", func(*Manifest) {}},
+		{"kernel and initrds only", func(m *Manifest) {
+			m.Rootfs = nil
+			m.Initrds = []string{"initramfs.img", "rootfs.squashfs"}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			images := t.TempDir()
+			m := testManifest("compute", "2026.11.21-1")
+			tt.change(&m)
+			dir := writeImage(t, images, m)
+			if want := filepath.Join(images, "compute", "2026.11.21-1"); dir != want {
+				t.Fatalf("Write dir = %s, want %s", dir, want)
+			}
+			img, err := Open(dir)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			if err := img.Verify(); err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if got, want := img.Manifest.Referenced(), m.Referenced(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("Referenced() = %v, want %v", got, want)
+			}
+			if len(img.Manifest.Files) != len(m.Referenced()) {
+				t.Fatalf("Files = %v, want one entry per referenced file", img.Manifest.Files)
+			}
+			assertNoTemp(t, filepath.Join(images, "compute"))
+		})
+	}
+}
+
+func TestWriteGolden(t *testing.T) {
+	dir := writeImage(t, t.TempDir(), testManifest("compute", "2026.11.21-1"))
+	got, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "manifest.golden.json")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("manifest.json differs from %s:\n got: %s\nwant: %s", golden, got, want)
+	}
+}
+
+func TestWriteRefuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		version string
+		files   map[string]string
+		wantErr error  // checked with errors.Is when set
+		want    string // substring of the error
+	}{
+		{"existing version", "2026.11.21-1", bootFiles, ErrExists, "already exists"},
+		{"dot-dot version", "..", bootFiles, nil, "starts with '.'"},
+		{"hidden version", ".tmp", bootFiles, nil, "starts with '.'"},
+		{"slash version", "1/2", bootFiles, nil, "outside"},
+		{"absolute version", "/tmp/x", bootFiles, nil, "outside"},
+		{"empty version", "", bootFiles, nil, "version is missing"},
+		{"missing file", "2", map[string]string{"vmlinuz": "k", "initramfs.img": "i"}, nil, "rootfs.squashfs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			images := t.TempDir()
+			writeImage(t, images, testManifest("compute", "2026.11.21-1"))
+			_, err := Write(images, testManifest("compute", tt.version), srcDir(t, tt.files))
+			if err == nil {
+				t.Fatal("Write succeeded, want an error")
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Write error %v, want errors.Is %v", err, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Write error %q, want it to contain %q", err, tt.want)
+			}
+			assertNoTemp(t, filepath.Join(images, "compute"))
+			if _, err := Open(filepath.Join(images, "compute", "2026.11.21-1")); err != nil {
+				t.Fatalf("existing version damaged: %v", err)
+			}
+		})
+	}
+}
+
+func TestWriteRefusesBadNames(t *testing.T) {
+	for _, name := range []string{"..", "a/b", "/abs", ""} {
+		t.Run(name, func(t *testing.T) {
+			images := t.TempDir()
+			if _, err := Write(images, testManifest(name, "1"), srcDir(t, bootFiles)); err == nil {
+				t.Fatalf("Write with name %q succeeded", name)
+			}
+			if des, _ := os.ReadDir(images); len(des) != 0 {
+				t.Fatalf("Write left %d entries in the images dir", len(des))
+			}
+		})
+	}
+}
+
+func TestWriteRefusesDirectoryAsFile(t *testing.T) {
+	src := srcDir(t, map[string]string{"vmlinuz": "k", "initramfs.img": "i"})
+	if err := os.Mkdir(filepath.Join(src, "rootfs.squashfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	images := t.TempDir()
+	if _, err := Write(images, testManifest("compute", "1"), src); err == nil {
+		t.Fatal("Write copied a directory as a file")
+	}
+	assertNoTemp(t, filepath.Join(images, "compute"))
+}
+
+// assertNoTemp fails if a hidden temp directory was left behind.
+func assertNoTemp(t *testing.T, nameDir string) {
+	t.Helper()
+	des, err := os.ReadDir(nameDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), ".") {
+			t.Fatalf("temp dir %s left behind", de.Name())
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package tftpd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pin/tftp/v3"
+	"github.com/sirupsen/logrus"
+)
+
+const (
+	// maxBlockSize caps the negotiated blksize at a 1500-byte Ethernet MTU
+	// minus IP (20), UDP (8) and TFTP (4) headers. pin/tftp already clamps
+	// to the MTU of the interface a request arrived on, but with jumbo
+	// frames on the server side a larger block would be fragmented or
+	// dropped on the way to a PXE ROM, and ROMs handle fragments badly.
+	maxBlockSize = 1468
+
+	// timeout and retries bound how long a vanished client holds a transfer,
+	// and so how long shutdown waits for it (about 5 x (3s + backoff)).
+	// A ROM on the same switch answers in milliseconds.
+	timeout = 3 * time.Second
+	retries = 5
+)
+
+// errNotFound is all a refused client is told; the reason goes to the log
+// only, so the client learns nothing about the server's files.
+var errNotFound = errors.New("file not found")
+
+// Server serves the Allowed files from one directory.
+type Server struct {
+	root string
+	log  logrus.FieldLogger
+
+	mu   sync.Mutex
+	addr net.Addr
+}
+
+// New returns a Server for root, the iPXE directory. It fails if root holds
+// none of the Allowed files, since bootd could then boot nothing.
+func New(root string, log logrus.FieldLogger) (*Server, error) {
+	var found []string
+	for _, name := range Allowed {
+		f, _, err := open(root, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			// Present but refused (a link outside root, a directory): say so.
+			log.WithError(err).WithField("file", name).Warn("tftp file not served")
+			continue
+		}
+		f.Close()
+		found = append(found, name)
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("tftp: %s holds none of %s", root, strings.Join(Allowed, ", "))
+	}
+	log.WithFields(logrus.Fields{"dir": root, "files": strings.Join(found, ",")}).Info("tftp files available")
+	return &Server{root: root, log: log}, nil
+}
+
+// Serve listens on addr (e.g. "10.80.0.1:69", or "127.0.0.1:0" in tests)
+// and serves until ctx is done; then it waits for running transfers to end
+// and returns nil.
+func (s *Server) Serve(ctx context.Context, addr string) error {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return fmt.Errorf("tftp listen %s: %w", addr, err)
+	}
+	conn, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return fmt.Errorf("tftp listen: %w", err)
+	}
+	return s.ServeConn(ctx, conn)
+}
+
+// ServeConn is Serve on a socket the caller has bound. It closes conn.
+func (s *Server) ServeConn(ctx context.Context, conn *net.UDPConn) error {
+	s.mu.Lock()
+	s.addr = conn.LocalAddr()
+	s.mu.Unlock()
+	ts := tftp.NewServer(s.read, nil) // nil write handler: read-only
+	ts.SetTimeout(timeout)
+	ts.SetRetries(retries)
+	ts.SetBlockSize(maxBlockSize)
+	ts.SetHook(hook{s.log})
+	s.log.WithField("addr", conn.LocalAddr().String()).Info("tftp listening")
+
+	done := make(chan error, 1)
+	go func() { done <- ts.Serve(conn) }()
+	select {
+	case <-ctx.Done():
+		ts.Shutdown() // closes conn, waits for running transfers
+		<-done
+		return nil
+	case err := <-done:
+		conn.Close()
+		return fmt.Errorf("tftp serve: %w", err)
+	}
+}
+
+// Addr returns the bound address once Serve has bound it, nil before; with
+// port 0 it tells tests where to send.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// read is pin/tftp's read handler: one call per RRQ.
+func (s *Server) read(path string, rf io.ReaderFrom) error {
+	start := time.Now()
+	log := s.log.WithField("client", clientAddr(rf))
+	name, err := CleanPath(path)
+	if err != nil {
+		log.WithField("path", path).Info("tftp request refused: not an iPXE binary")
+		return errNotFound
+	}
+	f, size, err := open(s.root, name)
+	if err != nil {
+		log.WithField("file", name).WithError(err).Warn("tftp request refused")
+		return errNotFound
+	}
+	defer f.Close()
+	// Answer the tsize option with the real size: UEFI firmware probes it
+	// before downloading. Setting it explicitly avoids relying on Seek.
+	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
+		ot.SetSize(size)
+	}
+	n, err := rf.ReadFrom(f)
+	logTransfer(log.WithField("file", name), n, time.Since(start), err)
+	return err
+}
+
+func logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
+	log = log.WithFields(logrus.Fields{"bytes": n, "duration": d.Round(time.Millisecond)})
+	switch {
+	case err == nil:
+		log.Info("tftp transfer done")
+	case isTSizeProbe(err):
+		log.Debug("tftp tsize probe: client aborted after the option ack, as UEFI firmware does")
+	default:
+		log.WithError(err).Warn("tftp transfer failed")
+	}
+}
+
+// isTSizeProbe recognises a client that sent error 8 (option negotiation
+// refused, RFC 2347) in answer to our OACK, before any data: UEFI firmware
+// asks with tsize=0, aborts so, and asks again. pin/tftp reports it only as
+// text, "sending block 0: code=8, ...".
+func isTSizeProbe(err error) bool {
+	return strings.HasPrefix(err.Error(), "sending block 0: code=8,")
+}
+
+func clientAddr(rf io.ReaderFrom) string {
+	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
+		a := ot.RemoteAddr()
+		return a.String()
+	}
+	return "unknown"
+}
+
+// hook receives pin/tftp's transfer statistics. The read handler already
+// logs each transfer at info (it knows the byte count, the stats do not), so
+// the hook adds protocol detail at debug, and catches failures the handler
+// never sees: malformed packets and write requests.
+type hook struct{ log logrus.FieldLogger }
+
+func (h hook) OnSuccess(st tftp.TransferStats) {
+	h.fields(st).Debug("tftp transfer stats")
+}
+
+func (h hook) OnFailure(st tftp.TransferStats, err error) {
+	h.fields(st).WithError(err).Debug("tftp transfer stats: failed")
+}
+
+func (h hook) fields(st tftp.TransferStats) logrus.FieldLogger {
+	return h.log.WithFields(logrus.Fields{
+		"client":   st.RemoteAddr.String(),
+		"path":     st.Filename,
+		"blksize":  st.Opts["blksize"],
+		"tsize":    st.Opts["tsize"],
+		"sent":     st.DatagramsSent,
+		"acked":    st.DatagramsAcked,
+		"duration": st.Duration.Round(time.Millisecond),
+	})
+}
