@@ -1,7 +1,9 @@
 package tftpd
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,26 @@ import (
 // UEFI boot there, while a link to anything else (a key, /etc/shadow) is the
 // mistake or attack the rule exists for.
 func open(root, name string) (*os.File, int64, error) {
+	var err error
+	for _, file := range onDisk[name] {
+		var f *os.File
+		var size int64
+		if f, size, err = openFile(root, file); !errors.Is(err, fs.ErrNotExist) {
+			return f, size, err
+		}
+	}
+	return nil, 0, err
+}
+
+// onDisk maps the names clients ask for to the file names distributions install: Debian's ipxe
+// package uses the plain names, Rocky's ipxe-bootimgs-x86 the architecture-suffixed ones.
+var onDisk = map[string][]string{
+	"undionly.kpxe": {"undionly.kpxe"},
+	"ipxe.efi":      {"ipxe.efi", "ipxe-x86_64.efi"},
+	"snponly.efi":   {"snponly.efi", "ipxe-snponly-x86_64.efi"},
+}
+
+func openFile(root, name string) (*os.File, int64, error) {
 	target, err := filepath.EvalSymlinks(filepath.Join(root, name))
 	if err != nil {
 		return nil, 0, err

@@ -51,3 +51,30 @@ func TestServerOpen(t *testing.T) {
 		})
 	}
 }
+
+func TestRockyFileNames(t *testing.T) {
+	root := t.TempDir()
+	for name, content := range map[string]string{"undionly.kpxe": "bios", "ipxe-x86_64.efi": "uefi", "ipxe-snponly-x86_64.efi": "snp"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log, _ := logtest.NewNullLogger()
+	s, err := New(root, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ ask, want string }{{"ipxe.efi", "uefi"}, {"snponly.efi", "snp"}, {"undionly.kpxe", "bios"}} {
+		t.Run(tt.ask, func(t *testing.T) {
+			f, err := s.Open(tt.ask)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			b, _ := io.ReadAll(f)
+			if string(b) != tt.want {
+				t.Fatalf("%s served %q, want %q", tt.ask, b, tt.want)
+			}
+		})
+	}
+}
