@@ -8,7 +8,7 @@ import (
 )
 
 // ipxeBinaries are the files bootd serves over TFTP: BIOS, then UEFI.
-var ipxeBinaries = []string{"undionly.kpxe", "ipxe.efi", "ipxe-x86_64.efi"}
+var ipxeBinaries = []string{"undionly.kpxe", "ipxe.efi"}
 
 // ipxeSearch is where distributions install iPXE (Debian, then Fedora/RHEL).
 // A variable so that tests can point it elsewhere.
