@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"text/template"
 	"time"
@@ -22,12 +23,13 @@ func (s *Server) bootScript(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) machineScript(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q := ipxeQuery(r.URL.RawQuery)
 	mac, err := net.ParseMAC(strings.ReplaceAll(q.Get("mac"), "-", ":"))
 	if err != nil || len(mac) != 6 {
 		http.Error(w, "bad or missing mac", http.StatusBadRequest)
 		return
 	}
+	s.log.WithField("query", r.URL.RawQuery).Debug("machine script requested")
 	facts := factsFrom(q.Get)
 	t, ok, err := s.machines.Boot(mac, facts)
 	log := s.log.WithFields(logrus.Fields{"mac": mac.String(), "remote": r.RemoteAddr})
@@ -156,4 +158,19 @@ func plainNames(elems ...string) bool {
 		}
 	}
 	return true
+}
+
+// ipxeQuery parses a query string the way iPXE writes it: its uristring type escapes what a URI
+// needs but leaves "+", which url.ParseQuery would turn into a space ("i440FX + PIIX").
+func ipxeQuery(raw string) url.Values {
+	v := url.Values{}
+	for _, pair := range strings.Split(raw, "&") {
+		k, val, _ := strings.Cut(pair, "=")
+		if k, err := url.PathUnescape(k); err == nil {
+			if val, err := url.PathUnescape(val); err == nil {
+				v.Add(k, val)
+			}
+		}
+	}
+	return v
 }

@@ -124,7 +124,7 @@ func TestScripts(t *testing.T) {
 	ts, _ := newTestServer(t)
 	tests := []struct{ name, path, golden string }{
 		{"chain to the machine script", "/boot.ipxe", "boot.ipxe"},
-		{"unknown machine waits", "/ipxe/machine?mac=52-54-00-00-00-01&manufacturer=QEMU&product=Standard+PC&serial=SN%24%7Bx%7D", "discovery.ipxe"},
+		{"unknown machine waits", "/ipxe/machine?mac=52-54-00-00-00-01&manufacturer=QEMU&product=Standard%20PC&serial=SN%24%7Bx%7D", "discovery.ipxe"},
 		{"poll while waiting fails", "/ipxe/machine?mac=52-54-00-00-00-01&poll=1", "poll-waiting.ipxe"},
 		{"assigned machine boots its role", "/ipxe/machine?mac=52-54-00-00-00-04", "target.ipxe"},
 		{"assigned machine polling boots too", "/ipxe/machine?mac=52-54-00-00-00-04&poll=1", "target.ipxe"},
@@ -159,8 +159,8 @@ func golden(t *testing.T, name, got string) {
 
 func TestFactsAreRecorded(t *testing.T) {
 	ts, m := newTestServer(t)
-	get(t, ts.URL+"/ipxe/machine?mac=52-54-00-00-00-01&uuid=u-1&serial=S1&manufacturer=Acme&product=PC&arch=x86_64&platform=efi")
-	want := Facts{UUID: "u-1", Serial: "S1", Manufacturer: "Acme", Product: "PC", Arch: "x86_64", Platform: "efi"}
+	get(t, ts.URL+"/ipxe/machine?mac=52-54-00-00-00-01&uuid=u-1&serial=S1&manufacturer=Acme&product=Standard%20PC%20(i440FX%20+%20PIIX)&arch=x86_64&platform=efi")
+	want := Facts{UUID: "u-1", Serial: "S1", Manufacturer: "Acme", Product: "Standard PC (i440FX + PIIX)", Arch: "x86_64", Platform: "efi"}
 	if len(m.seen) != 1 || m.seen[0] != want {
 		t.Fatalf("facts = %+v, want %+v", m.seen, want)
 	}

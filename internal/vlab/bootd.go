@@ -1,0 +1,122 @@
+package vlab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/ctl"
+	"github.com/labcluster/gpucluster/internal/inventory"
+)
+
+// Bootd is a bootd daemon serving the lab's bridge.
+type Bootd struct {
+	lab       *Lab
+	Bin       string // the bootd binary
+	StateDir  string
+	ImagesDir string
+	Proc      *Process
+}
+
+// StartBootd runs `bootd serve` on the lab's bridge with its state and images under dir, and
+// waits until its HTTP answers.
+func (l *Lab) StartBootd(ctx context.Context, bin, dir string, extra ...string) (*Bootd, error) {
+	b := &Bootd{lab: l, Bin: bin, StateDir: filepath.Join(dir, "state"), ImagesDir: filepath.Join(dir, "images")}
+	args := append([]string{"serve", "--interface", l.Bridge, "--state-dir", b.StateDir, "--images", b.ImagesDir}, extra...)
+	p, err := l.Start(ctx, filepath.Join(dir, "bootd.log"), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	b.Proc = p
+	return b, b.waitHealthy(ctx)
+}
+
+// waitHealthy polls /healthz from inside the lab (the only place bootd answers), bounded by ctx.
+func (b *Bootd) waitHealthy(ctx context.Context) error {
+	url := "http://" + b.lab.Addr.Addr().String() + "/healthz"
+	for i := 0; i < 100; i++ {
+		if b.Proc.Exited() {
+			return fmt.Errorf("bootd exited: %s", tailFile(b.Proc.LogPath, 20))
+		}
+		if out, err := b.lab.Command(ctx, "wget", "-q", "-O", "-", url).Output(); err == nil && strings.TrimSpace(string(out)) == "ok" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("bootd did not answer %s: %s", url, tailFile(b.Proc.LogPath, 20))
+}
+
+// CLI runs a bootd client command against this daemon and returns its combined output.
+func (b *Bootd) CLI(ctx context.Context, args ...string) (string, error) {
+	out, err := b.lab.Command(ctx, b.Bin, append(args, "--state-dir", b.StateDir)...).CombinedOutput()
+	return string(out), err
+}
+
+// Nodes is `bootd nodes --json`.
+func (b *Bootd) Nodes(ctx context.Context) (ctl.NodesReply, error) {
+	var r ctl.NodesReply
+	out, err := b.lab.Command(ctx, b.Bin, "nodes", "--json", "--state-dir", b.StateDir).Output()
+	if err != nil {
+		return r, fmt.Errorf("bootd nodes: %w", err)
+	}
+	return r, json.Unmarshal(out, &r)
+}
+
+// WaitWaiting polls `bootd nodes` until every MAC in macs is listed as waiting.
+func (b *Bootd) WaitWaiting(ctx context.Context, macs ...string) error {
+	for {
+		r, err := b.Nodes(ctx)
+		if err == nil && slices.IndexFunc(macs, func(m string) bool {
+			return !slices.ContainsFunc(r.Waiting, func(w inventory.Machine) bool { return w.MAC == m })
+		}) < 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("machines %s never appeared waiting in bootd nodes: %w", strings.Join(macs, ", "), ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// LogTail is the end of bootd's log, for failure messages.
+func (b *Bootd) LogTail(n int) string { return tailFile(b.Proc.LogPath, n) }
+
+// WriteTestImages builds the test image once and publishes it as version 1 of each named image
+// (e.g. "master", "compute") under imagesDir, in the artifact format bootd serves.
+func WriteTestImages(imagesDir, stageDir, cmdline string, names ...string) error {
+	release, err := BuildTestImage(stageDir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		m := artifact.Manifest{
+			Name: name, Version: "1", Created: time.Unix(0, 0).UTC(),
+			Kernel: artifact.Kernel{File: "vmlinuz", Release: release}, Initrds: []string{"initramfs.img"},
+			Cmdline: cmdline, Layers: []artifact.Layer{{Name: "vlab-test", Digest: "none"}},
+		}
+		if _, err := artifact.Write(imagesDir, m, stageDir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

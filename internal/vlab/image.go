@@ -1,0 +1,185 @@
+package vlab
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// initScript is the image's /init; see init.sh for what it prints.
+//
+//go:embed init.sh
+var initScript []byte
+
+// Image sources on the build machine (variables so tests can point at
+// fixtures).
+var (
+	bootDir     = "/boot"
+	modulesRoot = "/lib/modules"
+	busyboxPath = "/bin/busybox"
+)
+
+// BuildTestImage writes stageDir/vmlinuz (the installed Debian kernel) and
+// stageDir/initramfs.img (busybox, the NIC modules and an /init that
+// configures the network from ip=/BOOTIF=, prints VLAB-* markers on ttyS0
+// and powers off). It returns the kernel release used.
+func BuildTestImage(stageDir string) (kernelRelease string, err error) {
+	release, err := findKernel(bootDir, modulesRoot, uname())
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(stageDir, 0o755); err != nil {
+		return "", fmt.Errorf("vlab: stage dir: %w", err)
+	}
+	if err := copyFile(filepath.Join(bootDir, "vmlinuz-"+release), filepath.Join(stageDir, "vmlinuz")); err != nil {
+		return "", fmt.Errorf("vlab: kernel: %w", err)
+	}
+	entries, err := imageEntries(release)
+	if err != nil {
+		return "", fmt.Errorf("vlab: initramfs: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := writeInitramfs(&buf, entries); err != nil {
+		return "", fmt.Errorf("vlab: initramfs: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(stageDir, "initramfs.img"), buf.Bytes(), 0o644); err != nil {
+		return "", fmt.Errorf("vlab: initramfs: %w", err)
+	}
+	return release, nil
+}
+
+// findKernel picks the kernel release to boot: one with both
+// <boot>/vmlinuz-<release> and <modules>/<release>/modules.dep. The running
+// kernel is preferred when installed (the build machine may itself run a
+// kernel that is not a Debian package), else the highest release.
+func findKernel(boot, modules, running string) (string, error) {
+	kernels, err := filepath.Glob(filepath.Join(boot, "vmlinuz-*"))
+	if err != nil {
+		return "", fmt.Errorf("vlab: find kernel: %w", err)
+	}
+	var releases []string
+	for _, k := range kernels {
+		rel := strings.TrimPrefix(filepath.Base(k), "vmlinuz-")
+		if _, err := os.Stat(filepath.Join(modules, rel, "modules.dep")); err == nil {
+			releases = append(releases, rel)
+		}
+	}
+	if len(releases) == 0 {
+		return "", fmt.Errorf("vlab: no kernel in %s with modules in %s (install linux-image-amd64)", boot, modules)
+	}
+	sort.Strings(releases)
+	for _, r := range releases {
+		if r == running {
+			return r, nil
+		}
+	}
+	return releases[len(releases)-1], nil
+}
+
+func uname() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// imageEntries lists the initramfs: directory skeleton, /dev/console (the
+// kernel opens it for init before devtmpfs is mounted), busybox, the NIC
+// modules in load order, and /init.
+func imageEntries(release string) ([]cpioEntry, error) {
+	busybox, err := os.ReadFile(busyboxPath)
+	if err != nil {
+		return nil, err
+	}
+	mods, err := nicModuleFiles(release)
+	if err != nil {
+		return nil, err
+	}
+	entries := []cpioEntry{
+		{Name: "bin/busybox", Mode: modeFile | 0o755, Data: busybox},
+		{Name: "bin/sh", Mode: modeSymlink | 0o777, Data: []byte("busybox")},
+		{Name: "dev/console", Mode: modeCharDev | 0o600, RMajor: 5, RMinor: 1},
+		{Name: "etc/vlab/release", Mode: modeFile | 0o644, Data: []byte(release + "\n")},
+		{Name: "etc/vlab/modules", Mode: modeFile | 0o644, Data: []byte(strings.Join(mods, "\n") + "\n")},
+		{Name: "init", Mode: modeFile | 0o755, Data: initScript},
+	}
+	for _, m := range mods {
+		data, err := os.ReadFile(filepath.Join(modulesRoot, release, m))
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, cpioEntry{Name: filepath.Join("lib/modules", release, m), Mode: modeFile | 0o644, Data: data})
+	}
+	return withParents(entries, "proc", "sys", "tmp", "sbin", "usr/bin", "usr/sbin"), nil
+}
+
+// nicModuleFiles resolves nicModules against the release's modules.dep.
+func nicModuleFiles(release string) ([]string, error) {
+	f, err := os.Open(filepath.Join(modulesRoot, release, "modules.dep"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	md, err := parseModulesDep(f)
+	if err != nil {
+		return nil, err
+	}
+	files, err := md.resolve(nicModules)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range files {
+		// busybox insmod reads plain .ko only.
+		if !strings.HasSuffix(m, ".ko") {
+			return nil, fmt.Errorf("module %s is compressed; want uncompressed .ko", m)
+		}
+	}
+	return files, nil
+}
+
+// withParents adds the extra directories and every missing parent
+// directory of the entries.
+func withParents(entries []cpioEntry, extraDirs ...string) []cpioEntry {
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.Name] = true
+	}
+	add := func(dir string) {
+		for d := dir; d != "." && d != "/" && !have[d]; d = filepath.Dir(d) {
+			have[d] = true
+			entries = append(entries, cpioEntry{Name: d, Mode: modeDir | 0o755})
+		}
+	}
+	for _, e := range append([]cpioEntry(nil), entries...) {
+		add(filepath.Dir(e.Name))
+	}
+	for _, d := range extraDirs {
+		add(d)
+	}
+	return entries
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,103 @@
+#!/bin/busybox sh
+# /init of the vlab test image: bring up the boot NIC the way dracut's
+# ip=/BOOTIF= arguments describe, report over the serial console, power off.
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "VLAB-INIT"
+
+for m in $(cat /etc/vlab/modules); do
+	insmod "/lib/modules/$(cat /etc/vlab/release)/$m" || echo "VLAB-INSMOD-FAILED: $m"
+done
+
+cmdline=$(cat /proc/cmdline)
+echo "VLAB-CMDLINE: $cmdline"
+ipspec= bootif= bootd=
+for arg in $cmdline; do
+	case "$arg" in
+	ip=*) ipspec=${arg#ip=} ;;
+	BOOTIF=*) bootif=${arg#BOOTIF=} ;;
+	bootd=*) bootd=${arg#bootd=} ;;
+	esac
+done
+
+# prefixlen 255.255.255.0 -> 24; a bare number is already a prefix length.
+prefixlen() {
+	case "$1" in *.*) ;; *) echo "$1"; return ;; esac
+	p=0
+	for o in $(echo "$1" | tr . ' '); do
+		case "$o" in
+		255) p=$((p + 8)) ;; 254) p=$((p + 7)) ;; 252) p=$((p + 6)) ;;
+		248) p=$((p + 5)) ;; 240) p=$((p + 4)) ;; 224) p=$((p + 3)) ;;
+		192) p=$((p + 2)) ;; 128) p=$((p + 1)) ;;
+		esac
+	done
+	echo "$p"
+}
+
+# findiface prints the named interface, else the one with BOOTIF's MAC, else
+# the first non-loopback one.
+findiface() {
+	for d in /sys/class/net/*; do
+		n=${d##*/}
+		[ "$n" = lo ] && continue
+		if [ -n "$want" ]; then
+			[ "$n" = "$want" ] && { echo "$n"; return 0; }
+		elif [ -z "$mac" ] || [ "$(cat "$d/address")" = "$mac" ]; then
+			echo "$n"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# hello reports to bootd, a bounded number of times. timeout, not wget -T:
+# Debian's busybox 1.35 wget segfaults on -T.
+hello() {
+	i=0
+	while [ $i -lt 10 ]; do
+		if resp=$(timeout 10 wget -q -O - "$1/api/v1/hello"); then
+			echo "VLAB-HELLO: $resp"
+			return 0
+		fi
+		i=$((i + 1))
+		sleep 1
+	done
+	echo "VLAB-HELLO-FAILED"
+}
+
+if [ -n "$ipspec" ]; then
+	# ip=<ip>::<gateway>:<netmask>:<hostname>:<iface>:none
+	oldifs=$IFS
+	IFS=:
+	set -f
+	set -- $ipspec
+	set +f
+	IFS=$oldifs
+	addr=$1 gw=$3 mask=$4 host=$5 want=$6
+	mac=$(echo "${bootif#01-}" | tr 'A-F-' 'a-f:')
+	[ -n "$bootif" ] || mac=
+	iface= i=0
+	while [ $i -lt 200 ]; do
+		iface=$(findiface) && break
+		i=$((i + 1))
+		usleep 100000
+	done
+	if [ -z "$iface" ]; then
+		echo "VLAB-NO-IFACE: want=$want mac=$mac"
+	else
+		plen=$(prefixlen "$mask")
+		ip addr add "$addr/$plen" dev "$iface"
+		ip link set "$iface" up
+		[ -n "$gw" ] && ip route add default via "$gw"
+		[ -n "$host" ] && hostname "$host"
+		echo "VLAB-IP: $iface $addr/$plen"
+		echo "VLAB-HOSTNAME: $(hostname)"
+		[ -n "$bootd" ] && hello "$bootd"
+	fi
+else
+	echo "VLAB-NO-IP"
+fi
+echo "VLAB-DONE"
+poweroff -f

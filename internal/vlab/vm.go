@@ -1,0 +1,196 @@
+package vlab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Firmware is the boot firmware of a VM.
+type Firmware int
+
+const (
+	// BIOS is SeaBIOS; its e1000 option ROM is iPXE, so the first DHCP
+	// request already carries user class "iPXE".
+	BIOS Firmware = iota
+	// UEFI is OVMF with a virtio NIC without option ROM: OVMF's own
+	// VirtioNetDxe and PXE stack boot, so the VM fetches ipxe.efi over TFTP
+	// with DHCP option 93 = 7 before iPXE takes over.
+	UEFI
+)
+
+func (f Firmware) String() string {
+	switch f {
+	case BIOS:
+		return "bios"
+	case UEFI:
+		return "uefi"
+	}
+	return fmt.Sprintf("firmware(%d)", int(f))
+}
+
+// OVMFPath is the UEFI firmware image used for UEFI VMs.
+var OVMFPath = "/usr/share/ovmf/OVMF.fd"
+
+// minUEFIMemoryMiB is the least memory OVMF's PXE boot works with reliably.
+const minUEFIMemoryMiB = 1024
+
+// pollInterval is how often console files are read.
+const pollInterval = 100 * time.Millisecond
+
+// VMSpec describes a PC of the lab.
+type VMSpec struct {
+	Name      string // file names and logs; also the default console name
+	MAC       net.HardwareAddr
+	Firmware  Firmware
+	MemoryMiB int // 0: 512 for BIOS, 1024 for UEFI
+}
+
+// VM is a running QEMU PC attached to the lab's bridge.
+type VM struct {
+	Spec        VMSpec
+	Tap         string    // tap device on the bridge
+	ConsolePath string    // serial console (ttyS0) output
+	Started     time.Time // just before QEMU was started
+	Args        []string  // the QEMU command line
+
+	proc *Process
+}
+
+// StartVM creates a tap device on the bridge and starts QEMU inside the
+// namespace, network-booting first. The serial console goes to
+// <dir>/<name>.console and QEMU's own output to <dir>/<name>.qemu.log.
+// Cancelling ctx kills the VM.
+func (l *Lab) StartVM(ctx context.Context, spec VMSpec, dir string) (*VM, error) {
+	if spec.Name == "" || len(spec.MAC) != 6 {
+		return nil, fmt.Errorf("vlab: vm spec needs a name and a 6-byte MAC: %+v", spec)
+	}
+	tap, err := l.addTap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vm := &VM{
+		Spec:        spec,
+		Tap:         tap,
+		ConsolePath: filepath.Join(dir, spec.Name+".console"),
+	}
+	// A fresh console file, so WaitConsole never matches an old boot.
+	if err := os.WriteFile(vm.ConsolePath, nil, 0o644); err != nil {
+		return nil, fmt.Errorf("vlab: create console: %w", err)
+	}
+	vm.Args = qemuArgs(spec, tap, vm.ConsolePath)
+	vm.Started = time.Now()
+	vm.proc, err = l.Start(ctx, filepath.Join(dir, spec.Name+".qemu.log"), "qemu-system-x86_64", vm.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("vlab: start vm %s: %w", spec.Name, err)
+	}
+	return vm, nil
+}
+
+// addTap creates the next tap<N> in the namespace, enslaved to the bridge.
+func (l *Lab) addTap(ctx context.Context) (string, error) {
+	l.mu.Lock()
+	tap := fmt.Sprintf("tap%d", l.nextTap)
+	l.nextTap++
+	l.taps = append(l.taps, tap)
+	l.mu.Unlock()
+	steps := [][]string{
+		{"ip", "tuntap", "add", tap, "mode", "tap"},
+		{"ip", "link", "set", tap, "master", l.Bridge},
+		{"ip", "link", "set", tap, "up"},
+	}
+	for _, s := range steps {
+		if err := l.run(ctx, s...); err != nil {
+			return "", fmt.Errorf("vlab: create %s: %w", tap, err)
+		}
+	}
+	return tap, nil
+}
+
+// qemuArgs is the QEMU command line of a VM: software emulation, no display,
+// the serial console to a file, no monitor, and the NIC as the first (only)
+// boot device.
+func qemuArgs(spec VMSpec, tap, console string) []string {
+	mem := spec.MemoryMiB
+	if mem == 0 {
+		mem = 512
+	}
+	nic := fmt.Sprintf("e1000,netdev=n0,mac=%s,bootindex=0", spec.MAC)
+	var fw []string
+	if spec.Firmware == UEFI {
+		mem = max(mem, minUEFIMemoryMiB)
+		// romfile= drops iPXE's option ROM so OVMF's native PXE boots.
+		nic = fmt.Sprintf("virtio-net-pci,netdev=n0,mac=%s,romfile=,bootindex=0", spec.MAC)
+		fw = []string{"-bios", OVMFPath}
+	}
+	args := []string{
+		"-accel", "tcg", "-nographic", "-no-reboot",
+		"-m", fmt.Sprint(mem), "-smp", "1",
+		"-monitor", "none", "-serial", "file:" + console,
+	}
+	args = append(args, fw...)
+	return append(args,
+		"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no", tap),
+		"-device", nic,
+	)
+}
+
+// Console returns the serial console output so far.
+func (vm *VM) Console() string {
+	b, _ := os.ReadFile(vm.ConsolePath)
+	return string(b)
+}
+
+// WaitConsole polls the console until re matches and returns the submatches.
+// It fails when ctx ends or QEMU exits without a match; the error carries
+// the console's last lines.
+func (vm *VM) WaitConsole(ctx context.Context, re *regexp.Regexp) ([]string, error) {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		exited := vm.proc.Exited() // before reading: no output is lost after exit
+		if m := re.FindStringSubmatch(vm.Console()); m != nil {
+			return m, nil
+		}
+		if exited {
+			return nil, fmt.Errorf("vlab: %s exited before console matched %q; console tail:\n%s", vm.Spec.Name, re, vm.tail(25))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("vlab: %s: console did not match %q: %w; console tail:\n%s", vm.Spec.Name, re, ctx.Err(), vm.tail(25))
+		case <-t.C:
+		}
+	}
+}
+
+// tail returns the last n lines of the console.
+func (vm *VM) tail(n int) string {
+	lines := bytes.Split(bytes.TrimRight([]byte(vm.Console()), "\r\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.ReplaceAll(string(bytes.Join(lines, []byte("\n"))), "\r", "")
+}
+
+// Wait waits until QEMU exits (the test image powers off, and -no-reboot
+// turns any reboot into an exit) or ctx ends.
+func (vm *VM) Wait(ctx context.Context) error {
+	err := vm.proc.Wait(ctx)
+	if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+		return fmt.Errorf("vlab: %s still running: %w", vm.Spec.Name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("vlab: %s: qemu: %w", vm.Spec.Name, err)
+	}
+	return nil
+}
+
+// Kill stops the VM at once.
+func (vm *VM) Kill() { vm.proc.Kill() }
