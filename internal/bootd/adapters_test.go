@@ -1,0 +1,116 @@
+package bootd
+
+import (
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/config"
+	"github.com/labcluster/gpucluster/internal/ctl"
+	"github.com/labcluster/gpucluster/internal/httpd"
+	"github.com/labcluster/gpucluster/internal/inventory"
+)
+
+func testDaemon(t *testing.T) *daemon {
+	t.Helper()
+	inv, err := inventory.Open(filepath.Join(t.TempDir(), "inventory.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log, started: time.Now()}
+}
+
+func hw(s string) net.HardwareAddr {
+	m, _ := net.ParseMAC(s)
+	return m
+}
+
+func TestLeaser(t *testing.T) {
+	d := testDaemon(t)
+	if _, _, err := d.inv.See("52:54:00:00:00:04", inventory.Facts{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c4"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		mac      string
+		pxe      bool
+		wantOK   bool
+		wantIP   string
+		wantHost string
+	}{
+		{"assigned node gets its reservation", "52:54:00:00:00:04", false, true, "10.80.0.104", "c4"},
+		{"assigned node, PXE too", "52:54:00:00:00:04", true, true, "10.80.0.104", "c4"},
+		{"unknown PXE client gets the pool", "52:54:00:00:00:09", true, true, "10.80.0.200", ""},
+		{"unknown non-PXE machine gets nothing", "52:54:00:00:00:0a", false, false, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, ok, err := leaser{d}.Lease(hw(tt.mac), tt.pxe)
+			if err != nil || ok != tt.wantOK {
+				t.Fatalf("Lease = %+v, %v, %v; want ok=%v", l, ok, err, tt.wantOK)
+			}
+			if ok && (l.IP.String() != tt.wantIP || l.Hostname != tt.wantHost) {
+				t.Fatalf("Lease = %s %q, want %s %q", l.IP, l.Hostname, tt.wantIP, tt.wantHost)
+			}
+		})
+	}
+}
+
+func TestControllerAssign(t *testing.T) {
+	tests := []struct {
+		name     string
+		req      ctl.AssignRequest
+		wantRole string
+		wantAddr string
+		wantErr  string
+	}{
+		{"master", ctl.AssignRequest{Name: "master"}, "master", "10.80.0.100", ""},
+		{"compute", ctl.AssignRequest{Name: "c7"}, "compute", "10.80.0.107", ""},
+		{"name fitting no role", ctl.AssignRequest{Name: "gpu1"}, "", "", "fits no role"},
+		{"compute out of range", ctl.AssignRequest{Name: "c100"}, "", "", "fits no role"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := testDaemon(t)
+			if _, _, err := d.inv.See("52:54:00:00:00:01", inventory.Facts{}); err != nil {
+				t.Fatal(err)
+			}
+			n, err := controller{d}.Assign(tt.req)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, config.ErrNoRole) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || n.Role != tt.wantRole || n.Address.String() != tt.wantAddr {
+				t.Fatalf("node = %+v, %v; want %s at %s", n, err, tt.wantRole, tt.wantAddr)
+			}
+		})
+	}
+}
+
+func TestBootWithoutImageExplains(t *testing.T) {
+	d := testDaemon(t)
+	if _, _, err := d.inv.See("52:54:00:00:00:04", inventory.Facts{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c4"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := machines{d}.Boot(hw("52:54:00:00:00:04"), httpd.Facts{})
+	if err == nil || !strings.Contains(err.Error(), `c4 waits for a bootable "compute" image`) {
+		t.Fatalf("err = %v, want an explanation naming the node and image", err)
+	}
+}
