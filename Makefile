@@ -41,10 +41,10 @@ fuzz:
 		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME); \
 	done
 
-e2e: build
+e2e: deps build
 	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIME) -v ./e2e/
 
-check: lint test fuzz e2e
+check: deps lint test fuzz e2e
 
 deps:
 	./scripts/setup-debian.sh

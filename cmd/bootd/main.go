@@ -20,7 +20,8 @@ Usage:
 A PC that netboots and is unknown gets a short discovery lease, shows "waiting to be named"
 with its MAC, and appears under "waiting" in 'bootd nodes'. 'bootd assign c4' binds it: it boots
 on without a power cycle as c4, with c4's static address, in the compute role ('master' is the
-master role). The CLI talks to the running daemon through <state-dir>/bootd.sock.
+master role). nodes, assign and unassign talk to the running daemon through its control socket,
+<state-dir>/bootd.sock (default /var/lib/bootd): pass --state-dir or --config when it runs elsewhere.
 
 Run 'bootd <command> --help' for a command's flags.
 `

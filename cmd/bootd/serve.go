@@ -35,8 +35,12 @@ func runServe(args []string) error {
 		logFormat  = fs.String("log-format", "", "text or json (json suits journald and CI)")
 		debug      = fs.Bool("debug", false, "log every DHCP exchange and transfer detail")
 	)
-	if _, err := parseInterleaved(fs, args); err != nil {
+	rest, err := parseInterleaved(fs, args)
+	if err != nil {
 		return usageErr(err)
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: unexpected %q (the interface goes in --interface %s)", errUsage, rest[0], rest[0])
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {

@@ -32,6 +32,13 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe bool) (dhcpd.Lease, bool, error)
 }
 
 func (l leaser) Release(mac net.HardwareAddr, declined bool) {
+	if n, err := l.d.inv.NodeByMAC(mac.String()); err == nil {
+		if declined {
+			l.d.log.WithFields(map[string]any{"node": n.Name, "address": n.Address, "mac": n.MAC}).
+				Error("node declined its address: another host on the segment uses it; find and remove that host")
+		}
+		return
+	}
 	if err := l.d.inv.ReleaseLease(mac.String(), declined, l.d.cfg.Discovery.LeaseTime); err != nil && !errors.Is(err, inventory.ErrNotFound) {
 		l.d.log.WithError(err).WithField("mac", mac.String()).Error("release lease")
 	}
@@ -44,7 +51,10 @@ func (d *daemon) pool() inventory.Pool {
 // machines gives HTTP the inventory's view of a machine and what it boots.
 type machines struct{ d *daemon }
 
-func (m machines) Boot(mac net.HardwareAddr, f httpd.Facts) (httpd.Target, bool, error) {
+func (m machines) Boot(mac net.HardwareAddr, from netip.Addr, f httpd.Facts) (httpd.Target, bool, error) {
+	if err := m.d.checkSource(mac.String(), from); err != nil {
+		return httpd.Target{}, false, err
+	}
 	n, ok, err := m.d.inv.See(mac.String(), inventory.Facts(f))
 	if err != nil || !ok {
 		return httpd.Target{}, ok, err
@@ -75,7 +85,24 @@ func (m machines) Hello(a netip.Addr) (httpd.Target, error) {
 
 func (m machines) Inventory() any { return m.d.nodesReply() }
 
-// target is what node n boots: the newest verified version of its role's image, or the pinned one.
+// checkSource accepts a machine's request only from an address bootd gave that MAC: its node
+// address, or its discovery lease, which the request renews (iPXE never renews a DHCP lease
+// itself, so a machine waiting for hours keeps its address this way). Anyone on the segment can
+// claim any MAC in a URL; this ties the claim to DHCP, and bounds the waiting list by the pool.
+func (d *daemon) checkSource(mac string, from netip.Addr) error {
+	if n, err := d.inv.NodeByMAC(mac); err == nil && n.Address == from {
+		return nil
+	}
+	l, err := d.inv.LeaseOf(mac)
+	if err != nil || l.Address != from {
+		return fmt.Errorf("machine %s asked from %s, which bootd did not lease to it: %w", mac, from, httpd.ErrForbidden)
+	}
+	_, err = d.inv.DiscoveryLease(mac, d.pool())
+	return err
+}
+
+// target is what node n boots: its stored address (the one DHCP hands out too) and the newest
+// verified version of its role's image, or the pinned one.
 func (d *daemon) target(n inventory.Node) (httpd.Target, error) {
 	p, err := d.cfg.Place(n.Name)
 	if err != nil {
@@ -87,7 +114,7 @@ func (d *daemon) target(n inventory.Node) (httpd.Target, error) {
 	}
 	mac, _ := net.ParseMAC(n.MAC)
 	m := img.Manifest
-	return httpd.Target{Name: n.Name, Role: p.Role, Address: p.Address, MAC: mac, Image: m.Name, Version: m.Version,
+	return httpd.Target{Name: n.Name, Role: p.Role, Address: n.Address, MAC: mac, Image: m.Name, Version: m.Version,
 		Kernel: m.Kernel.File, Initrds: m.Initrds, Cmdline: m.Cmdline}, nil
 }
 
@@ -118,7 +145,12 @@ func (c controller) Nodes() ctl.NodesReply { return c.d.nodesReply() }
 func (c controller) Assign(r ctl.AssignRequest) (inventory.Node, error) {
 	p, err := c.d.cfg.Place(r.Name)
 	if err != nil {
-		return inventory.Node{}, err
+		return inventory.Node{}, ctl.Invalid(err)
+	}
+	if r.MAC != "" {
+		if _, err := inventory.NormalizeMAC(r.MAC); err != nil {
+			return inventory.Node{}, ctl.Invalid(err)
+		}
 	}
 	n, err := c.d.inv.Assign(inventory.AssignRequest{Name: p.Name, Role: p.Role, Address: p.Address, MAC: r.MAC, Replace: r.Replace})
 	if err == nil {

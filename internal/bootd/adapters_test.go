@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,8 +110,39 @@ func TestBootWithoutImageExplains(t *testing.T) {
 	if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c4"}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := machines{d}.Boot(hw("52:54:00:00:00:04"), httpd.Facts{})
+	_, _, err := machines{d}.Boot(hw("52:54:00:00:00:04"), netip.MustParseAddr("10.80.0.104"), httpd.Facts{})
 	if err == nil || !strings.Contains(err.Error(), `c4 waits for a bootable "compute" image`) {
 		t.Fatalf("err = %v, want an explanation naming the node and image", err)
+	}
+}
+
+func TestMachineRequestsComeFromTheirAddress(t *testing.T) {
+	d := testDaemon(t)
+	if _, _, err := d.inv.See("52:54:00:00:00:04", inventory.Facts{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c4"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := (leaser{d}).Lease(hw("52:54:00:00:00:09"), true); err != nil { // 10.80.0.200
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, mac, from string
+		forbidden       bool
+	}{
+		{"node from its address", "52:54:00:00:00:04", "10.80.0.104", false},
+		{"node from elsewhere", "52:54:00:00:00:04", "10.80.0.200", true},
+		{"waiting machine from its lease", "52:54:00:00:00:09", "10.80.0.200", false},
+		{"waiting machine from another address", "52:54:00:00:00:09", "10.80.0.201", true},
+		{"MAC bootd never leased", "52:54:00:00:00:77", "10.80.0.200", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := machines{d}.Boot(hw(tt.mac), netip.MustParseAddr(tt.from), httpd.Facts{})
+			if got := errors.Is(err, httpd.ErrForbidden); got != tt.forbidden {
+				t.Fatalf("forbidden = %v (%v), want %v", got, err, tt.forbidden)
+			}
+		})
 	}
 }

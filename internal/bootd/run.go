@@ -43,7 +43,7 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 	d.logStart()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return d.serveDHCP(ctx) })
-	g.Go(func() error { return d.tftp.Serve(ctx, d.hostPort(cfg.Ports.TFTP)) })
+	g.Go(func() error { return d.serveTFTP(ctx) })
 	g.Go(func() error { return d.serveHTTP(ctx) })
 	g.Go(func() error { return ctl.Serve(ctx, d.socketPath(), controller{d}) })
 	return g.Wait()
@@ -62,8 +62,8 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	if err := cfg.Validate(server); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
+	if err := lockStateDir(cfg.StateDir); err != nil {
+		return nil, err
 	}
 	inv, err := inventory.Open(filepath.Join(cfg.StateDir, "inventory.json"))
 	if err != nil {
@@ -81,7 +81,29 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 		tftp: tftp, log: log, started: time.Now()}, nil
 }
 
+// lockStateDir makes the state directory private and takes an exclusive lock on it for the
+// life of the process, before any listener opens: a second bootd on the same state would
+// otherwise answer DHCP from a stale inventory and overwrite the live one.
+func lockStateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "bootd.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("another bootd is already running on state dir %s (it holds %s)", dir, f.Name())
+	}
+	return nil // f stays open: the lock lasts until the process ends
+}
+
 func (d *daemon) logStart() {
+	d.reconcile()
 	nodes, waiting := d.inv.Snapshot()
 	d.log.WithFields(logrus.Fields{"interface": d.cfg.Interface, "address": d.server, "subnet": d.cfg.Network.Subnet,
 		"nodes": len(nodes), "waiting": len(waiting), "images": d.cfg.ImagesDir}).Info("bootd serving")
@@ -92,6 +114,31 @@ func (d *daemon) logStart() {
 			d.log.WithFields(logrus.Fields{"image": role.image, "version": img.Manifest.Version}).Info("image ready")
 		}
 	}
+}
+
+// reconcile reports nodes whose stored address no longer matches the configuration (edited
+// after they were assigned). They keep their stored address, which DHCP and their boot script
+// agree on, until an admin reassigns them.
+func (d *daemon) reconcile() {
+	nodes, _ := d.inv.Snapshot()
+	for _, n := range nodes {
+		p, err := d.cfg.Place(n.Name)
+		switch {
+		case err != nil:
+			d.log.WithError(err).WithField("node", n.Name).Error("node fits no role under the current configuration; it keeps booting with its stored address")
+		case p.Address != n.Address:
+			d.log.WithFields(logrus.Fields{"node": n.Name, "stored": n.Address, "configured": p.Address}).
+				Error("node's address differs from the configuration; it keeps its stored address until you run `bootd unassign` and `bootd assign` again")
+		}
+	}
+}
+
+func (d *daemon) serveTFTP(ctx context.Context) error {
+	conn, err := ListenUDP(ctx, d.cfg.Interface, d.hostPort(d.cfg.Ports.TFTP))
+	if err != nil {
+		return fmt.Errorf("tftp: %w", err)
+	}
+	return d.tftp.ServeConn(ctx, conn)
 }
 
 func (d *daemon) serveDHCP(ctx context.Context) error {
@@ -147,12 +194,24 @@ func InterfaceAddr(ifname string) (netip.Addr, error) {
 // ListenTCP listens on addr bound to ifname (SO_BINDTODEVICE), so bootd answers only on its
 // interface even when routing would let other interfaces reach the address.
 func ListenTCP(ctx context.Context, ifname, addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+	return boundTo(ifname).Listen(ctx, "tcp4", addr)
+}
+
+// ListenUDP is ListenTCP for UDP.
+func ListenUDP(ctx context.Context, ifname, addr string) (*net.UDPConn, error) {
+	c, err := boundTo(ifname).ListenPacket(ctx, "udp4", addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UDPConn), nil
+}
+
+func boundTo(ifname string) *net.ListenConfig {
+	return &net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) { serr = syscall.BindToDevice(int(fd), ifname) }); err != nil {
 			return err
 		}
 		return serr
 	}}
-	return lc.Listen(ctx, "tcp4", addr)
 }

@@ -28,7 +28,7 @@ func FindIPXEDir(cfgDir string) (string, error) {
 			return d, nil
 		}
 	}
-	hint := "install iPXE (package ipxe or ipxe-bootimgs) or set ipxe_dir"
+	hint := "install iPXE (Debian: ipxe, Rocky: ipxe-bootimgs-x86) or set ipxe_dir"
 	if cfgDir != "" {
 		hint = "check ipxe_dir"
 	}

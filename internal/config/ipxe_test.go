@@ -26,7 +26,7 @@ func TestFindIPXEDir(t *testing.T) {
 		{"configured", []string{bios}, uefi, uefi, ""},
 		{"configured empty", []string{bios}, empty, "", "no iPXE binary (undionly.kpxe or ipxe.efi) in " + empty + ": check ipxe_dir"},
 		{"none", []string{empty, "/nonexistent"}, "", "",
-			"no iPXE binary (undionly.kpxe or ipxe.efi) in " + empty + ", /nonexistent: install iPXE (package ipxe or ipxe-bootimgs) or set ipxe_dir"},
+			"no iPXE binary (undionly.kpxe or ipxe.efi) in " + empty + ", /nonexistent: install iPXE (Debian: ipxe, Rocky: ipxe-bootimgs-x86) or set ipxe_dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,7 +28,10 @@ func (fakeController) Assign(r AssignRequest) (inventory.Node, error) {
 	case "c3":
 		return inventory.Node{}, &inventory.Conflict{Msg: "name c3 is already bound"}
 	}
-	return inventory.Node{}, errors.New(`name "` + r.Name + `" fits no role`)
+	if r.Name == "c5" {
+		return inventory.Node{}, errors.New("save inventory: disk full")
+	}
+	return inventory.Node{}, Invalid(errors.New(`name "` + r.Name + `" fits no role`))
 }
 
 func (fakeController) Unassign(name string) (inventory.Node, error) {
@@ -80,6 +83,7 @@ func TestClientServer(t *testing.T) {
 		{"ambiguous lists the waiting", func() error { _, err := c.Assign(AssignRequest{Name: "c2"}); return err }, http.StatusConflict, "choose one with --mac", 2},
 		{"conflict", func() error { _, err := c.Assign(AssignRequest{Name: "c3"}); return err }, http.StatusConflict, "already bound", 0},
 		{"bad name", func() error { _, err := c.Assign(AssignRequest{Name: "gpu"}); return err }, http.StatusBadRequest, "fits no role", 0},
+		{"daemon failure", func() error { _, err := c.Assign(AssignRequest{Name: "c5"}); return err }, http.StatusInternalServerError, "disk full", 0},
 		{"not found", func() error { _, err := c.Unassign("c9"); return err }, http.StatusNotFound, "node c9", 0},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,18 @@ import (
 	"github.com/labcluster/gpucluster/internal/inventory"
 )
 
+// ErrInvalid is what a Controller wraps for a request that can never succeed as given (a name
+// that fits no role, a malformed MAC).
+var ErrInvalid = errors.New("invalid request")
+
+// Invalid marks err as ErrInvalid, keeping its message.
+func Invalid(err error) error { return invalidError{err} }
+
+type invalidError struct{ error }
+
+func (e invalidError) Unwrap() error      { return e.error }
+func (invalidError) Is(target error) bool { return target == ErrInvalid }
+
 // Controller is what the control API needs from the daemon.
 type Controller interface {
 	Nodes() NodesReply
@@ -44,11 +56,14 @@ func listen(path string) (net.Listener, error) {
 		return nil, errors.New("another bootd is already running (its control socket " + path + " answers)")
 	}
 	_ = os.Remove(path)
-	// The umask makes the socket 0600 from its creation: no window where others could connect.
-	old := umask(0o177)
 	ln, err := net.Listen("unix", path)
-	umask(old)
 	if err != nil {
+		return nil, err
+	}
+	// Root only. The state directory is 0700 too, which covers the moment before this chmod
+	// (a process-wide umask would race with other goroutines creating files).
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
 		return nil, err
 	}
 	return ln, nil
@@ -101,8 +116,10 @@ func respond(w http.ResponseWriter) func(inventory.Node, error) {
 			reply(w, http.StatusConflict, ErrorReply{Error: err.Error()})
 		case errors.Is(err, inventory.ErrNotFound):
 			reply(w, http.StatusNotFound, ErrorReply{Error: err.Error()})
-		default:
+		case errors.Is(err, ErrInvalid):
 			reply(w, http.StatusBadRequest, ErrorReply{Error: err.Error()})
+		default: // the inventory could not be saved, or worse: the daemon's fault, not the request's
+			reply(w, http.StatusInternalServerError, ErrorReply{Error: err.Error()})
 		}
 	}
 }

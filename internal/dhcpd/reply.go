@@ -78,7 +78,12 @@ func (h *Handler) nak(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 
 // addLeaseTime sets option 51 and the RFC 2131 defaults for T1 (58, 1/2) and T2 (59, 7/8).
 func addLeaseTime(resp *dhcpv4.DHCPv4, d time.Duration) {
-	d = min(max(d, minLease), dhcpv4.MaxLeaseTime)
+	// Only a non-positive duration is replaced: raising a short one would promise the client
+	// longer than the store holds the address, and it could be leased twice.
+	if d <= 0 {
+		d = minLease
+	}
+	d = min(d, dhcpv4.MaxLeaseTime)
 	resp.UpdateOption(dhcpv4.OptIPAddressLeaseTime(d))
 	resp.UpdateOption(dhcpv4.OptRenewTimeValue(d / 2))
 	resp.UpdateOption(dhcpv4.OptRebindingTimeValue(d / 8 * 7))

@@ -59,6 +59,11 @@ func (h *Handler) handle(conn net.PacketConn, peer net.Addr, req *dhcpv4.DHCPv4)
 	if resp == nil {
 		return
 	}
+	// RFC 2131 4.1: with no relay, a NAK is broadcast, since the client may no longer own the
+	// address it renews from.
+	if resp.MessageType() == dhcpv4.MessageTypeNak && resp.GatewayIPAddr.IsUnspecified() {
+		peer = &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ClientPort}
+	}
 	if _, err := conn.WriteTo(resp.ToBytes(), peer); err != nil {
 		h.log.WithError(err).WithFields(logrus.Fields{
 			"mac": req.ClientHWAddr.String(), "peer": peer.String(),

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"text/template"
 	"time"
@@ -31,9 +32,13 @@ func (s *Server) machineScript(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.WithField("query", r.URL.RawQuery).Debug("machine script requested")
 	facts := factsFrom(q.Get)
-	t, ok, err := s.machines.Boot(mac, facts)
+	from, _ := remoteAddr(r)
+	t, ok, err := s.machines.Boot(mac, from, facts)
 	log := s.log.WithFields(logrus.Fields{"mac": mac.String(), "remote": r.RemoteAddr})
 	switch {
+	case errors.Is(err, ErrForbidden):
+		log.WithError(err).Warn("refused a machine script request")
+		http.Error(w, "forbidden", http.StatusForbidden)
 	case err != nil:
 		log.WithError(err).Error("cannot boot machine")
 		s.render(w, errorScript, printable(err.Error(), 400))
@@ -59,13 +64,14 @@ func (s *Server) serveTarget(w http.ResponseWriter, t Target, log logrus.FieldLo
 	s.render(w, targetScript, v)
 }
 
+// factsFrom takes the facts from the query, as printable text only: they end up in the admin's
+// terminal (bootd nodes), where an escape sequence from a hostile client must not.
 func factsFrom(get func(string) string) Facts {
 	f := func(k string) string {
-		v := get(k)
-		if len(v) > maxFact {
-			v = v[:maxFact]
+		if v := printable(get(k), maxFact); v != "-" {
+			return v
 		}
-		return v
+		return ""
 	}
 	return Facts{UUID: f("uuid"), Manufacturer: f("manufacturer"), Product: f("product"), Serial: f("serial"), Arch: f("arch"), Platform: f("platform")}
 }
@@ -80,11 +86,22 @@ func (s *Server) render(w http.ResponseWriter, t *template.Template, data any) {
 
 func (s *Server) imageFile(w http.ResponseWriter, r *http.Request) {
 	image, version, file := r.PathValue("image"), r.PathValue("version"), r.PathValue("file")
-	if !plainNames(image, version, file) {
+	s.serveFile(w, r, []string{image, version, file}, func() (*os.File, error) { return s.files.OpenImageFile(image, version, file) })
+}
+
+func (s *Server) loader(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	s.serveFile(w, r, []string{name}, func() (*os.File, error) { return s.files.OpenLoader(name) })
+}
+
+// serveFile sends a file with Content-Length and Range support, after checking that every path
+// element is a plain name, and logs the transfer.
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, elems []string, open func() (*os.File, error)) {
+	if !plainNames(elems...) {
 		http.NotFound(w, r)
 		return
 	}
-	f, err := s.files.OpenImageFile(image, version, file)
+	f, err := open()
 	if err != nil {
 		s.notFound(w, r, err)
 		return
@@ -96,27 +113,9 @@ func (s *Server) imageFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	http.ServeContent(w, r, file, st.ModTime(), f)
-	s.log.WithFields(logrus.Fields{"file": image + "/" + version + "/" + file, "remote": r.RemoteAddr, "bytes": st.Size(), "range": r.Header.Get("Range") != "", "duration": time.Since(start).Round(time.Millisecond).String()}).Info("served image file")
-}
-
-func (s *Server) loader(w http.ResponseWriter, r *http.Request) {
-	if !plainNames(r.PathValue("file")) {
-		http.NotFound(w, r)
-		return
-	}
-	f, err := s.files.OpenLoader(r.PathValue("file"))
-	if err != nil {
-		s.notFound(w, r, err)
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		http.Error(w, "stat failed", http.StatusInternalServerError)
-		return
-	}
-	http.ServeContent(w, r, st.Name(), st.ModTime(), f)
+	http.ServeContent(w, r, elems[len(elems)-1], st.ModTime(), f)
+	s.log.WithFields(logrus.Fields{"file": strings.Join(elems, "/"), "remote": r.RemoteAddr, "bytes": st.Size(),
+		"range": r.Header.Get("Range") != "", "duration": time.Since(start).Round(time.Millisecond).String()}).Info("served file")
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request, err error) {
@@ -135,12 +134,12 @@ func (s *Server) inventory(w http.ResponseWriter, _ *http.Request) {
 
 // hello lets a booted node report itself: it is known by the static address it calls from.
 func (s *Server) hello(w http.ResponseWriter, r *http.Request) {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	from, err := remoteAddr(r)
 	if err != nil {
 		http.Error(w, "bad remote address", http.StatusBadRequest)
 		return
 	}
-	t, err := s.machines.Hello(ap.Addr().Unmap())
+	t, err := s.machines.Hello(from)
 	if err != nil {
 		s.notFound(w, r, err)
 		return
@@ -173,4 +172,9 @@ func ipxeQuery(raw string) url.Values {
 		}
 	}
 	return v
+}
+
+func remoteAddr(r *http.Request) (netip.Addr, error) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return ap.Addr().Unmap(), err
 }

@@ -11,9 +11,16 @@ import (
 // chainScript sends iPXE on to the per-machine script with the facts only iPXE knows; the
 // ":uristring" type makes iPXE escape the strings. Not for the UUID: uristring would
 // encode its 16 raw bytes (NULs cut the URL); its own format is already URL-safe.
+// On failure (bootd restarting, no image yet) it waits and asks again instead of letting the
+// firmware fall through to the next boot device.
 var chainScript = template.Must(template.New("boot.ipxe").Parse(`#!ipxe
+:ask
 echo bootd: asking for this machine's boot script
-chain --autofree {{.}}/ipxe/machine?mac=${mac:hexhyp}&uuid=${uuid}&serial=${serial:uristring}&manufacturer=${manufacturer:uristring}&product=${product:uristring}&arch=${buildarch:uristring}&platform=${platform:uristring}
+chain --autofree {{.}}/ipxe/machine?mac=${mac:hexhyp}&uuid=${uuid}&serial=${serial:uristring}&manufacturer=${manufacturer:uristring}&product=${product:uristring}&arch=${buildarch:uristring}&platform=${platform:uristring} || goto retry
+:retry
+echo bootd: no boot script yet, asking again in 10 seconds
+sleep 10
+goto ask
 `))
 
 // discoveryScript shows that the machine waits to be named and polls until it is; the poll

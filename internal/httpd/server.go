@@ -32,8 +32,10 @@ type Target struct {
 
 // Machines is what the listener needs from the inventory.
 type Machines interface {
-	// Boot records that mac asked for its boot script; ok is false while it waits to be named.
-	Boot(mac net.HardwareAddr, facts Facts) (t Target, ok bool, err error)
+	// Boot records that mac, asking from address from, wants its boot script; ok is false while
+	// it waits to be named. An error wrapping ErrForbidden refuses a request that does not come
+	// from the address bootd gave that MAC.
+	Boot(mac net.HardwareAddr, from netip.Addr, facts Facts) (t Target, ok bool, err error)
 	// Hello records that the node whose static address is addr is up, and returns its target.
 	Hello(addr netip.Addr) (Target, error)
 	// Inventory is the JSON view of nodes and waiting machines.
@@ -48,6 +50,9 @@ type Files interface {
 
 // ErrNotFound is what Files and Machines wrap when a request names nothing they know.
 var ErrNotFound = errors.New("not found")
+
+// ErrForbidden is what Machines wraps when a request comes from the wrong address.
+var ErrForbidden = errors.New("forbidden")
 
 // Options are the network facts the scripts carry.
 type Options struct {

@@ -36,7 +36,10 @@ func (f *fakeMachines) target() Target {
 		Image: "compute", Version: "2026.11.21-1", Kernel: "vmlinuz", Initrds: []string{"initramfs.img"}, Cmdline: "console=ttyS0 quiet"}
 }
 
-func (f *fakeMachines) Boot(mac net.HardwareAddr, facts Facts) (Target, bool, error) {
+func (f *fakeMachines) Boot(mac net.HardwareAddr, from netip.Addr, facts Facts) (Target, bool, error) {
+	if mac.String() == "52:54:00:00:00:66" {
+		return Target{}, false, fmt.Errorf("request from %s: %w", from, ErrForbidden)
+	}
 	f.seen = append(f.seen, facts)
 	if mac.String() == assignedMAC {
 		return f.target(), true, nil
@@ -157,6 +160,14 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+func TestFactsArePrintable(t *testing.T) {
+	ts, m := newTestServer(t)
+	get(t, ts.URL+"/ipxe/machine?mac=52-54-00-00-00-01&serial=%1b%5b2J%24%7Bx%7DS1&product="+strings.Repeat("x", 300))
+	if len(m.seen) != 1 || m.seen[0].Serial != "[2J{x}S1" || len(m.seen[0].Product) != maxFact {
+		t.Fatalf("facts = %+v, want escapes and $ stripped, length capped", m.seen)
+	}
+}
+
 func TestFactsAreRecorded(t *testing.T) {
 	ts, m := newTestServer(t)
 	get(t, ts.URL+"/ipxe/machine?mac=52-54-00-00-00-01&uuid=u-1&serial=S1&manufacturer=Acme&product=Standard%20PC%20(i440FX%20+%20PIIX)&arch=x86_64&platform=efi")
@@ -184,6 +195,7 @@ func TestRequests(t *testing.T) {
 		{"traversal in loader", "/ipxe/..%2F..%2Fetc%2Fshadow", nil, 404, ""},
 		{"machine without mac", "/ipxe/machine", nil, 400, ""},
 		{"machine with bad mac", "/ipxe/machine?mac=zz", nil, 400, ""},
+		{"machine asking from the wrong address", "/ipxe/machine?mac=52-54-00-00-00-66", nil, 403, ""},
 		{"hello from a node address", "/api/v1/hello", nil, 200, "c4 compute 10.80.0.104"},
 		{"api nodes", "/api/v1/nodes", nil, 200, "{"},
 		{"healthz", "/healthz", nil, 200, "ok"},

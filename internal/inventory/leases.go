@@ -25,7 +25,7 @@ func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
 	// A lease keeps its address even past expiry (stable for the machine): allocation prunes expired
 	// leases whenever it hands out their address, so a lease still listed is still this MAC's own.
 	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 && pool.contains(s.data.Leases[i].Address) {
-		return s.renew(i, expires)
+		return s.renew(i, expires, pool.LeaseTime)
 	}
 	addr, err := s.freeAddress(pool, now)
 	if err != nil {
@@ -41,11 +41,26 @@ func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
 	return l, nil
 }
 
-// renew extends lease i.
-func (s *Store) renew(i int, expires time.Time) (Lease, error) {
+// renew extends lease i. Waiting machines renew on every poll, every few seconds, so the file
+// is written only when the last write is half a lease old: every lease on disk then still has
+// at least half its time left.
+func (s *Store) renew(i int, expires time.Time, leaseTime time.Duration) (Lease, error) {
 	l := &s.data.Leases[i]
 	l.Expires = expires
+	if s.now().Sub(s.persisted) < leaseTime/2 {
+		return *l, nil
+	}
 	return *l, s.save()
+}
+
+// LeaseOf returns mac's discovery lease, expired or not.
+func (s *Store) LeaseOf(mac string) (Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 {
+		return s.data.Leases[i], nil
+	}
+	return Lease{}, fmt.Errorf("lease of %s: %w", mac, ErrNotFound)
 }
 
 // freeAddress finds the lowest pool address not held by an unexpired lease or a node.

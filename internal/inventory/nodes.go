@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // AssignRequest binds a machine to a name. Role and Address follow from the name (the caller
@@ -22,11 +23,6 @@ type AssignRequest struct {
 // NodeByMAC returns the node bound to mac.
 func (s *Store) NodeByMAC(mac string) (Node, error) {
 	return s.find(func(n Node) bool { return n.MAC == mac }, "MAC "+mac)
-}
-
-// NodeByName returns the node called name.
-func (s *Store) NodeByName(name string) (Node, error) {
-	return s.find(func(n Node) bool { return n.Name == name }, "node "+name)
 }
 
 // NodeByAddress returns the node whose static address is a.
@@ -49,6 +45,7 @@ func (s *Store) See(mac string, facts Facts) (node Node, ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	s.pruneWaiting(now)
 	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.MAC == mac }); i >= 0 {
 		n := &s.data.Nodes[i]
 		changed := mergeFacts(&n.Facts, facts)
@@ -64,6 +61,15 @@ func (s *Store) See(mac string, facts Facts) (node Node, ok bool, err error) {
 	changed := mergeFacts(&m.Facts, facts)
 	m.LastSeen = now
 	return Node{}, false, s.saveIf(changed)
+}
+
+// WaitingTTL is how long a machine counts as waiting after its last poll: a waiting machine
+// polls every few seconds, so one silent this long was switched off or booted elsewhere.
+const WaitingTTL = 10 * time.Minute
+
+// pruneWaiting forgets machines that stopped polling; the next save writes it down.
+func (s *Store) pruneWaiting(now time.Time) {
+	s.data.Waiting = slices.DeleteFunc(s.data.Waiting, func(m Machine) bool { return now.Sub(m.LastSeen) > WaitingTTL })
 }
 
 // saveIf writes when something that matters changed, or when last-seen times are getting stale on disk.
@@ -95,6 +101,7 @@ func mergeFacts(dst *Facts, src Facts) bool {
 func (s *Store) Assign(req AssignRequest) (Node, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.pruneWaiting(s.now())
 	mac, err := s.pickMAC(req.MAC)
 	if err != nil {
 		return Node{}, err

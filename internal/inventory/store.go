@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -56,11 +57,14 @@ func Open(path string) (*Store, error) {
 // Path is the file the store writes.
 func (s *Store) Path() string { return s.path }
 
-// Snapshot returns copies of the nodes and the machines waiting, sorted.
+// Snapshot returns copies of the nodes (sorted by name) and of the machines waiting now (in the
+// order they appeared).
 func (s *Store) Snapshot() ([]Node, []Machine) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Node(nil), s.data.Nodes...), append([]Machine(nil), s.data.Waiting...)
+	now := s.now()
+	waiting := slices.DeleteFunc(slices.Clone(s.data.Waiting), func(m Machine) bool { return now.Sub(m.LastSeen) > WaitingTTL })
+	return slices.Clone(s.data.Nodes), waiting
 }
 
 // save writes the whole state to a temporary file, syncs it, and renames it over the old one.

@@ -160,3 +160,16 @@ func TestOpenRejectsDamagedFile(t *testing.T) {
 		})
 	}
 }
+
+func TestWaitingExpires(t *testing.T) {
+	s, c := newStore(t)
+	see(t, s, macA)
+	c.t = c.t.Add(WaitingTTL + time.Second)
+	see(t, s, macB)
+	if _, w := s.Snapshot(); len(w) != 1 || w[0].MAC != macB {
+		t.Fatalf("waiting = %+v, want only the machine still polling", w)
+	}
+	if n, err := s.Assign(req("c4", "")); err != nil || n.MAC != macB {
+		t.Fatalf("assign without --mac = %+v, %v; want the one machine still waiting", n, err)
+	}
+}
