@@ -1,33 +1,9 @@
 package config
 
-import "fmt"
+import "github.com/labcluster/gpucluster/internal/tomlpos"
 
 // Error is a configuration error located as precisely as known: the file and
-// line a value came from, and its key (dotted, as in network.subnet).
-type Error struct {
-	File string // "" when the value did not come from a file
-	Line int    // 0 when unknown
-	Key  string // "" for errors not about one key, e.g. some syntax errors
-	Msg  string
-	err  error // underlying error, if any
-}
-
-// Error formats as file:line: key: msg, leaving out the parts not known.
-func (e *Error) Error() string {
-	s := ""
-	switch {
-	case e.File != "" && e.Line > 0:
-		s = fmt.Sprintf("%s:%d: ", e.File, e.Line)
-	case e.File != "":
-		s = e.File + ": "
-	case e.Line > 0:
-		s = fmt.Sprintf("line %d: ", e.Line)
-	}
-	if e.Key != "" {
-		s += e.Key + ": "
-	}
-	return s + e.Msg
-}
-
-// Unwrap returns the underlying error, e.g. the TOML parser's.
-func (e *Error) Unwrap() error { return e.err }
+// line a value came from, and its key (dotted, as in network.subnet). It is
+// the shared [tomlpos.Error], so that all of the project's TOML files report
+// mistakes alike.
+type Error = tomlpos.Error

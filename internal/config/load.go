@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/labcluster/gpucluster/internal/tomlpos"
 )
 
 // origin records where Load found each value. loaded keeps the values as
@@ -47,7 +49,7 @@ func parse(path, data string) (Config, error) {
 	var m map[string]any
 	md, err := toml.Decode(data, &m)
 	if err != nil {
-		return Config{}, syntaxError(path, data, err)
+		return Config{}, tomlpos.SyntaxError(path, data, err)
 	}
 	c := Default()
 	o := &origin{file: path, lines: keyLines(data)}
@@ -60,37 +62,6 @@ func parse(path, data string) (Config, error) {
 	o.loaded = c
 	c.origin = o
 	return c, nil
-}
-
-// syntaxError locates the TOML parser's error.
-func syntaxError(path, data string, err error) error {
-	var pe toml.ParseError
-	if !errors.As(err, &pe) {
-		return &Error{File: path, Msg: err.Error(), err: err}
-	}
-	line := pe.Position.Line
-	if st := pe.Position.Start; st >= 0 && st < len(data) {
-		// The parser counts an offending newline as the next line's;
-		// the user's mistake is on the line it ends.
-		line = strings.Count(data[:st], "\n") + 1
-	}
-	key := keyOnLine(data, line)
-	if key == "" {
-		key = pe.LastKey
-	}
-	return &Error{File: path, Line: line, Key: key, Msg: "syntax error: " + pe.Message, err: err}
-}
-
-// keyOnLine returns the key defined on line, the innermost if several.
-// It beats ParseError.LastKey, which can be the enclosing table's name.
-func keyOnLine(data string, line int) string {
-	key := ""
-	for k, l := range keyLines(data) {
-		if l == line && (len(k) > len(key) || len(k) == len(key) && k > key) {
-			key = k
-		}
-	}
-	return key
 }
 
 // set stores the value v of key k in c, or says why it cannot.

@@ -1,0 +1,160 @@
+package spec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// The canonical forms below are what digests cover: every field that
+// changes what a build produces, and nothing that depends on the machine
+// (Path, SourcePath). Lists whose order has no effect (dnf installs a set,
+// systemctl enables a set) are sorted, so reordering them changes nothing;
+// lists whose order matters (commands, files, kernel arguments) keep it.
+
+type canonLayer struct {
+	Format      string
+	Name        string
+	Description string
+	Requires    []string
+	Packages    []string
+	KernelArgs  []string
+	Repos       []Repo
+	Modules     []string
+	Groups      []Group
+	Users       []User
+	Files       []canonFile
+	Services    Services
+	Run         []Command
+	Roles       map[string]canonRole
+}
+
+type canonRole struct {
+	Packages   []string
+	Services   Services
+	Files      []canonFile
+	Run        []Command
+	KernelArgs []string
+}
+
+// canonFile carries the source's content hash instead of its location.
+type canonFile struct {
+	Path, Source, Content string
+	Mode                  uint32
+	Owner, Group          string
+	SourceSHA256          string
+}
+
+// digest hashes l's canonical form, reading its source files.
+func (l *Layer) digest() (string, error) {
+	c := canonLayer{Format: "spec.layer/1", Name: l.Name, Description: l.Description,
+		Requires: sorted(l.Requires), Packages: sorted(l.Packages), KernelArgs: l.KernelArgs,
+		Repos: l.Repos, Modules: sorted(l.Modules.Enable), Groups: l.Groups, Users: l.Users,
+		Services: canonServices(l.Services), Run: l.Run}
+	var err error
+	if c.Files, err = canonFiles(l.Files); err != nil {
+		return "", err
+	}
+	for _, role := range sorted(keys(l.Roles)) {
+		if c.Roles == nil {
+			c.Roles = map[string]canonRole{}
+		}
+		if c.Roles[role], err = canonRoleParts(l.Roles[role]); err != nil {
+			return "", err
+		}
+	}
+	return hashJSON(c), nil
+}
+
+func canonRoleParts(p RoleParts) (canonRole, error) {
+	files, err := canonFiles(p.Files)
+	return canonRole{Packages: sorted(p.Packages), Services: canonServices(p.Services),
+		Files: files, Run: p.Run, KernelArgs: p.KernelArgs}, err
+}
+
+func canonServices(s Services) Services {
+	return Services{Enable: sorted(s.Enable), Disable: sorted(s.Disable)}
+}
+
+func canonFiles(files []File) ([]canonFile, error) {
+	out := make([]canonFile, 0, len(files))
+	for _, f := range files {
+		c := canonFile{Path: f.Path, Source: f.Source, Content: f.Content, Mode: uint32(f.Mode),
+			Owner: f.Owner, Group: f.Group}
+		if f.SourcePath != "" {
+			sum, err := hashFile(f.SourcePath)
+			if err != nil {
+				return nil, err
+			}
+			c.SourceSHA256 = sum
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func hashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("digest: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("digest %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashJSON hashes v's JSON encoding, which is canonical for the types
+// here: struct fields in declaration order, map keys sorted.
+func hashJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("spec: canonical form does not encode: %v", err)) // a bug, not input
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+type canonPlan struct {
+	Format string
+	Image  canonImage
+	Layers []canonPlanLayer
+	Site   map[string]RepoOverride
+}
+
+type canonImage struct {
+	Name, Role, ReleaseVer, Arch string
+	Layers, KernelArgs           []string
+}
+
+type canonPlanLayer struct{ Name, Digest string }
+
+// digest hashes the image, the ordered layers' digests and the site's
+// overrides: everything Resolve's result depends on.
+func (p *Plan) digest(site *Site) string {
+	img := p.Image
+	c := canonPlan{Format: "spec.plan/1", Image: canonImage{Name: img.Name, Role: img.Role,
+		ReleaseVer: img.ReleaseVer, Arch: img.Arch, Layers: img.Layers, KernelArgs: img.KernelArgs}}
+	for _, l := range p.Layers {
+		c.Layers = append(c.Layers, canonPlanLayer{l.Name, l.Digest})
+	}
+	if site != nil && len(site.Repos) > 0 {
+		c.Site = site.Repos
+	}
+	return hashJSON(c)
+}
+
+func keys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

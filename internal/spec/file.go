@@ -1,0 +1,108 @@
+package spec
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+const defaultMode fs.FileMode = 0o644
+
+func readFiles(t table) []File {
+	var files []File
+	for _, ft := range t.list("files") {
+		ft.only("path", "source", "content", "mode", "owner", "group")
+		ft.required("path")
+		f := File{Path: ft.str("path"), Source: ft.str("source"), Content: ft.str("content"),
+			Mode: readMode(ft), Owner: ft.str("owner"), Group: ft.str("group")}
+		check(ft, "path", checkAbs(f.Path))
+		checkSource(ft)
+		f.Owner = account(ft, "owner", f.Owner)
+		f.Group = account(ft, "group", f.Group)
+		files = append(files, f)
+	}
+	return files
+}
+
+// checkSource wants exactly one of source and content: a file with both
+// would leave a reader guessing which one wins.
+func checkSource(t table) {
+	_, hasSource := t.m["source"]
+	_, hasContent := t.m["content"]
+	switch {
+	case hasSource && hasContent:
+		t.r.fail(t.key("content"), "set either source or content, not both")
+	case !hasSource && !hasContent:
+		t.r.fail(t.path, "set one of source or content")
+	case hasSource && !filepath.IsLocal(t.str("source")):
+		t.r.fail(t.key("source"), "%q is not a relative path inside the layers directory", t.str("source"))
+	}
+}
+
+// account defaults an owner or group to root and checks its name.
+func account(t table, k, name string) string {
+	if _, ok := t.m[k]; !ok {
+		return "root"
+	}
+	check(t, k, checkAccount(name))
+	return name
+}
+
+// readMode reads an octal string: TOML integers are decimal, so 644 would
+// silently mean 0o1204.
+func readMode(t table) fs.FileMode {
+	v, ok := t.m["mode"]
+	if !ok {
+		return defaultMode
+	}
+	s, ok := v.(string)
+	if !ok {
+		t.r.fail(t.key("mode"), "want an octal string such as \"0644\", got %s", typeName(v))
+		return 0
+	}
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || len(s) < 3 || len(s) > 5 || n > 0o7777 {
+		t.r.fail(t.key("mode"), "%q is not a file mode (want an octal string such as \"0644\")", s)
+		return 0
+	}
+	return fileMode(n)
+}
+
+// fileMode turns Unix mode bits into fs.FileMode, whose special bits differ.
+func fileMode(n uint64) fs.FileMode {
+	m := fs.FileMode(n & 0o777)
+	for bit, mode := range map[uint64]fs.FileMode{0o4000: fs.ModeSetuid, 0o2000: fs.ModeSetgid, 0o1000: fs.ModeSticky} {
+		if n&bit != 0 {
+			m |= mode
+		}
+	}
+	return m
+}
+
+// findSource sets f.SourcePath and checks that it is a regular file.
+func findSource(r *reader, dir, path string, f *File) {
+	if f.Source == "" || r.err != nil {
+		return
+	}
+	abs, err := filepath.Abs(filepath.Join(dir, f.Source))
+	if err != nil {
+		r.fail(path+".source", "%v", err)
+		return
+	}
+	f.SourcePath = abs
+	switch fi, err := os.Stat(abs); {
+	case err != nil:
+		r.fail(path+".source", "%s", statMessage(f.Source, err))
+	case !fi.Mode().IsRegular():
+		r.fail(path+".source", "%s is not a regular file", f.Source)
+	}
+}
+
+func statMessage(source string, err error) string {
+	if os.IsNotExist(err) {
+		return fmt.Sprintf("no file %s in the layers directory", source)
+	}
+	return err.Error()
+}

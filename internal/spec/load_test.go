@@ -1,0 +1,224 @@
+package spec
+
+import (
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/labcluster/gpucluster/internal/tomlpos"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/bad")
+
+// load picks the loader for a test file by its name: image_*, site_* or
+// a layer.
+func load(path string) error {
+	var err error
+	switch base := filepath.Base(path); {
+	case strings.HasPrefix(base, "image_"):
+		_, err = LoadImage(path)
+	case strings.HasPrefix(base, "site_"):
+		_, err = LoadSite(path)
+	default:
+		_, err = LoadLayer(path)
+	}
+	return err
+}
+
+// TestLoadErrors loads every testdata/bad/*.toml and compares the error
+// with the golden .err file beside it.
+func TestLoadErrors(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no test files: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".toml"), func(t *testing.T) {
+			err := load(file)
+			if err == nil {
+				t.Fatal("loaded, want an error")
+			}
+			checkLocated(t, err, file)
+			golden(t, strings.TrimSuffix(file, ".toml")+".err", err.Error()+"\n")
+		})
+	}
+}
+
+// checkLocated wants a *tomlpos.Error naming file, line and key, and a
+// lowercase message.
+func checkLocated(t *testing.T, err error, file string) {
+	t.Helper()
+	var e *tomlpos.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v is a %T, want *tomlpos.Error", err, err)
+	}
+	if e.File != file || e.Line < 1 || e.Key == "" {
+		t.Errorf("error %q is not located in %s", err, file)
+	}
+	if e.Msg == "" || strings.ToLower(e.Msg[:1]) != e.Msg[:1] {
+		t.Errorf("message %q does not start lowercase", e.Msg)
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("error:\n got: %s want: %s", got, want)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := LoadLayer("testdata/nothere.toml")
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("error %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestLoadLayerFull checks that every key lands in its field, with the
+// defaults filled in.
+func TestLoadLayerFull(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"files/x/motd": "hello\n",
+		"full.toml": `name = "full"
+description = "every key"
+requires = ["base"]
+packages = ["slurm"]
+kernel_args = ["quiet"]
+[[repos]]
+id = "epel"
+name = "EPEL"
+baseurl = "https://example.org/epel/"
+gpgkey = "https://example.org/key"
+[[repos]]
+id = "local"
+baseurl = "file:///srv/local/"
+gpgcheck = false
+[modules]
+enable = ["nvidia-driver:open-dkms"]
+[[groups]]
+name = "slurm"
+gid = 981
+[[users]]
+name = "slurm"
+uid = 981
+gid = 981
+home = "/var/lib/slurm"
+shell = "/sbin/nologin"
+comment = "Slurm"
+[[files]]
+path = "/etc/motd"
+source = "files/x/motd"
+[[files]]
+path = "/usr/local/bin/x"
+content = "#!/bin/sh\n"
+mode = "04755"
+owner = "slurm"
+group = "slurm"
+[services]
+enable = ["munge"]
+disable = ["kdump"]
+[[run]]
+command = "true"
+description = "nothing"
+[roles.master]
+packages = ["slurm-slurmctld"]
+services = { enable = ["slurmctld"] }
+kernel_args = ["x=1"]
+[[roles.master.run]]
+command = "echo master"
+[[roles.master.files]]
+path = "/etc/m"
+content = "m"
+`,
+	})
+	l, err := LoadLayer(filepath.Join(dir, "full.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Layer{
+		Name: "full", Description: "every key", Requires: []string{"base"}, Packages: []string{"slurm"},
+		KernelArgs: []string{"quiet"},
+		Repos: []Repo{
+			{ID: "epel", Name: "EPEL", BaseURL: "https://example.org/epel/", GPGKey: "https://example.org/key", GPGCheck: true},
+			{ID: "local", BaseURL: "file:///srv/local/"},
+		},
+		Modules: Modules{Enable: []string{"nvidia-driver:open-dkms"}},
+		Groups:  []Group{{Name: "slurm", GID: 981}},
+		Users:   []User{{Name: "slurm", UID: 981, GID: 981, Home: "/var/lib/slurm", Shell: "/sbin/nologin", Comment: "Slurm"}},
+		Files: []File{
+			{Path: "/etc/motd", Source: "files/x/motd", Mode: 0o644, Owner: "root", Group: "root",
+				SourcePath: filepath.Join(dir, "files/x/motd")},
+			{Path: "/usr/local/bin/x", Content: "#!/bin/sh\n", Mode: 0o755 | fs.ModeSetuid, Owner: "slurm", Group: "slurm"},
+		},
+		Services: Services{Enable: []string{"munge"}, Disable: []string{"kdump"}},
+		Run:      []Command{{Command: "true", Description: "nothing"}},
+		Roles: map[string]RoleParts{"master": {
+			Packages: []string{"slurm-slurmctld"}, Services: Services{Enable: []string{"slurmctld"}},
+			Files:      []File{{Path: "/etc/m", Content: "m", Mode: 0o644, Owner: "root", Group: "root"}},
+			Run:        []Command{{Command: "echo master"}},
+			KernelArgs: []string{"x=1"},
+		}},
+		Path:   filepath.Join(dir, "full.toml"),
+		Digest: l.Digest,
+		paths:  l.paths,
+	}
+	if !reflect.DeepEqual(l, want) {
+		t.Errorf("LoadLayer:\n got %+v\nwant %+v", l, want)
+	}
+	if len(l.Digest) != 64 {
+		t.Errorf("digest %q is not sha256 hex", l.Digest)
+	}
+}
+
+func TestLoadSite(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"site.toml": `
+[repos.epel]
+baseurl = "file:///srv/mirror/epel/"
+gpgcheck = false
+[repos.baseos]
+gpgkey = ""
+`})
+	s, err := LoadSite(filepath.Join(dir, "site.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, no, empty := "file:///srv/mirror/epel/", false, ""
+	want := map[string]RepoOverride{
+		"epel":   {BaseURL: &url, GPGCheck: &no},
+		"baseos": {GPGKey: &empty},
+	}
+	if !reflect.DeepEqual(s.Repos, want) {
+		t.Errorf("repos %+v, want %+v", s.Repos, want)
+	}
+}
+
+// writeFiles creates files (path relative to dir -> content).
+func writeFiles(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
