@@ -1,0 +1,188 @@
+package rootfs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/spec"
+)
+
+// Step is one layer to apply: its definition (role already applied) and its locked RPMs.
+type Step struct {
+	Layer *spec.Layer
+	RPMs  []string // cached RPM files, hashes checked, in lock order
+	// RPMDigests are the locked sha256 of RPMs: with the layer's own digest and its parent's key
+	// they make the layer's cache key.
+	RPMDigests []string
+}
+
+// Result reports what happened to one layer.
+type Result struct {
+	Layer    string
+	Key      string
+	Cached   bool
+	Duration time.Duration
+}
+
+// Builder applies steps with a layer cache under CacheDir.
+type Builder struct {
+	CacheDir string
+	// Install installs exactly the given RPM files into root.
+	Install func(ctx context.Context, root string, rpms []string) error
+	Epoch   int64 // SOURCE_DATE_EPOCH for commands run inside the image
+	Log     logrus.FieldLogger
+}
+
+// Build applies steps in order and leaves a copy of the top layer's tree at dst (which must not
+// exist). Layers whose key is cached are reused; the others are built from their parent's tree.
+func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result, error) {
+	results := make([]Result, 0, len(steps))
+	parent, parentKey := "", ""
+	for _, st := range steps {
+		start := time.Now()
+		key := layerKey(parentKey, st)
+		dir := filepath.Join(b.CacheDir, "layers", key)
+		cached := exists(dir)
+		if !cached {
+			if err := b.buildLayer(ctx, st, parent, dir); err != nil {
+				return results, fmt.Errorf("layer %s: %w", st.Layer.Name, err)
+			}
+		}
+		r := Result{Layer: st.Layer.Name, Key: key, Cached: cached, Duration: time.Since(start)}
+		b.Log.WithFields(logrus.Fields{"layer": r.Layer, "cached": r.Cached, "duration": r.Duration.Round(time.Millisecond).String(), "key": key[:12]}).Info("layer ready")
+		results = append(results, r)
+		parent, parentKey = dir, key
+	}
+	if parent == "" {
+		return results, errors.New("no layers to build")
+	}
+	return results, copyTree(ctx, parent, dst)
+}
+
+// layerKey is sha256 over the parent's key, the layer definition's digest (which covers its
+// input files) and the locked packages: any change to one of them changes this layer's key and,
+// through the parent key, every key above it.
+func layerKey(parentKey string, st Step) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "parent %s\nlayer %s\n", parentKey, st.Layer.Digest)
+	for _, d := range st.RPMDigests {
+		fmt.Fprintf(h, "rpm %s\n", d)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// buildLayer builds into a temporary directory and renames it into the cache when complete, so
+// a killed build never leaves a half layer that a later build would take for finished.
+func (b *Builder) buildLayer(ctx context.Context, st Step, parent, dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(dir), ".build-"+st.Layer.Name+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	tree := filepath.Join(stage, "tree")
+	if parent != "" {
+		err = copyTree(ctx, parent, tree)
+	} else {
+		err = os.Mkdir(tree, 0o755)
+	}
+	if err == nil {
+		err = b.apply(ctx, st, tree)
+	}
+	if err != nil {
+		return err
+	}
+	// The cache entry is the tree itself: rename the finished tree into place.
+	return os.Rename(tree, dir)
+}
+
+// apply adds one layer to tree: accounts first (fixed ids before packages create files), then
+// packages, files, services and commands, with /proc and a minimal /dev mounted for scriptlets.
+func (b *Builder) apply(ctx context.Context, st Step, tree string) error {
+	l := st.Layer
+	if err := ensureAccounts(tree, l); err != nil {
+		return fmt.Errorf("users and groups: %w", err)
+	}
+	unmount, err := mountAPI(tree)
+	if err != nil {
+		return err
+	}
+	defer unmount()
+	if len(st.RPMs) > 0 {
+		b.Log.WithFields(logrus.Fields{"layer": l.Name, "packages": len(st.RPMs)}).Info("installing packages")
+		if err := b.Install(ctx, tree, st.RPMs); err != nil {
+			return fmt.Errorf("install packages: %w", err)
+		}
+	}
+	if err := writeFiles(tree, l.Files); err != nil {
+		return fmt.Errorf("files: %w", err)
+	}
+	if err := setServices(ctx, tree, l.Services); err != nil {
+		return fmt.Errorf("services: %w", err)
+	}
+	return b.run(ctx, tree, l)
+}
+
+func ensureAccounts(tree string, l *spec.Layer) error {
+	for _, g := range l.Groups {
+		if err := ensureAccount(tree, Account{Group: true, Name: g.Name, ID: g.GID}); err != nil {
+			return err
+		}
+	}
+	for _, u := range l.Users {
+		a := Account{Name: u.Name, ID: u.UID, GID: u.GID, Home: u.Home, Shell: u.Shell, Comment: u.Comment}
+		if err := ensureAccount(tree, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run executes the layer's commands inside the image, in order, with a fixed environment.
+func (b *Builder) run(ctx context.Context, tree string, l *spec.Layer) error {
+	for i, c := range l.Run {
+		cmd := exec.CommandContext(ctx, "chroot", tree, "/bin/sh", "-c", c.Command)
+		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C",
+			fmt.Sprintf("SOURCE_DATE_EPOCH=%d", b.Epoch)}
+		b.Log.WithFields(logrus.Fields{"layer": l.Name, "command": c.Description}).Info("running command in the image")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("run[%d] %q: %w\n%s", i, c.Command, err, tail(out, 20))
+		}
+	}
+	return nil
+}
+
+// copyTree copies a whole tree with cp -a: owners, modes, hard links, devices and xattrs kept,
+// reflinks where the file system has them.
+func copyTree(ctx context.Context, src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("copy %s: %w: %s", src, err, out)
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+func tail(b []byte, n int) string {
+	lines := bytesLines(b)
+	return joinLines(lines[max(0, len(lines)-n):])
+}

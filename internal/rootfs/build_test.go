@@ -1,0 +1,177 @@
+package rootfs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/spec"
+)
+
+// fakeInstall "installs" an RPM by copying its content (a file tree in a directory) into root,
+// and records what it installed: rootfs is tested here, the real rpm in internal/rpmcmd.
+type fakeInstall struct{ calls []string }
+
+func (f *fakeInstall) install(ctx context.Context, root string, rpms []string) error {
+	for _, r := range rpms {
+		f.calls = append(f.calls, filepath.Base(r))
+		if out, err := exec.CommandContext(ctx, "cp", "-a", r+"/.", root).CombinedOutput(); err != nil {
+			return errors.New(string(out))
+		}
+	}
+	return nil
+}
+
+// fakeRPM is a directory standing in for a package: its files, copied into the image.
+func fakeRPM(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	for p, content := range files {
+		writeTestFile(t, filepath.Join(dir, p), content)
+	}
+	return dir
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// busyboxRPM gives the image a shell (static busybox) so commands can run in it.
+func busyboxRPM(t *testing.T) string {
+	t.Helper()
+	dir := fakeRPM(t, "bash", map[string]string{"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n", "etc/group": "root:x:0:\n"})
+	if out, err := exec.Command("install", "-D", "/bin/busybox", filepath.Join(dir, "bin/busybox")).CombinedOutput(); err != nil {
+		t.Fatal(string(out))
+	}
+	if err := os.Symlink("busybox", filepath.Join(dir, "bin/sh")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func testLayers(t *testing.T) (base, top *spec.Layer, baseRPMs, topRPMs []string) {
+	base = &spec.Layer{Name: "base", Digest: "d-base"}
+	top = &spec.Layer{
+		Name: "munge", Digest: "d-munge",
+		Groups: []spec.Group{{Name: "munge", GID: 900}},
+		Users:  []spec.User{{Name: "munge", UID: 900, GID: 900, Home: "/var/lib/munge", Shell: "/sbin/nologin"}},
+		Files:  []spec.File{{Path: "/etc/munge/README", Content: "key comes from bootd\n", Mode: 0o400, Owner: "munge", Group: "munge"}},
+		Run:    []spec.Command{{Command: "echo ran > /var/lib/munge/marker", Description: "marker"}},
+	}
+	return base, top, []string{busyboxRPM(t)}, []string{fakeRPM(t, "munge", map[string]string{"var/lib/munge/.keep": ""})}
+}
+
+func newBuilder(t *testing.T, f *fakeInstall) *Builder {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	return &Builder{CacheDir: t.TempDir(), Install: f.install, Epoch: 1700000000, Log: log}
+}
+
+func TestBuildAppliesLayers(t *testing.T) {
+	requireRoot(t)
+	base, top, baseRPMs, topRPMs := testLayers(t)
+	f := &fakeInstall{}
+	b := newBuilder(t, f)
+	dst := filepath.Join(t.TempDir(), "tree")
+	if _, err := b.Build(context.Background(), []Step{{Layer: base, RPMs: baseRPMs}, {Layer: top, RPMs: topRPMs}}, dst); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, path, want string }{
+		{"group with fixed gid", "etc/group", "munge:x:900:"},
+		{"user with fixed uid", "etc/passwd", "munge:x:900:900::/var/lib/munge:/sbin/nologin"},
+		{"file content", "etc/munge/README", "key comes from bootd"},
+		{"command ran inside the image", "var/lib/munge/marker", "ran"},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(dst, c.path))
+			if err != nil || !strings.Contains(string(b), c.want) {
+				t.Fatalf("%s = %q, %v; want it to contain %q", c.path, b, err, c.want)
+			}
+		})
+	}
+	st, err := os.Stat(filepath.Join(dst, "etc/munge/README"))
+	if err != nil || st.Mode().Perm() != 0o400 || st.Sys().(*syscall.Stat_t).Uid != 900 {
+		t.Fatalf("README mode %v owner %v, want 0400 owned by 900", st.Mode(), st.Sys().(*syscall.Stat_t).Uid)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dst, "dev")); len(entries) != 0 {
+		t.Errorf("device nodes left in the image's /dev: %v", entries)
+	}
+}
+
+func TestLayerCache(t *testing.T) {
+	requireRoot(t)
+	base, top, baseRPMs, topRPMs := testLayers(t)
+	f := &fakeInstall{}
+	b := newBuilder(t, f)
+	build := func() []Result {
+		t.Helper()
+		res, err := b.Build(context.Background(), []Step{{Layer: base, RPMs: baseRPMs, RPMDigests: []string{"a"}}, {Layer: top, RPMs: topRPMs, RPMDigests: []string{"b"}}}, filepath.Join(t.TempDir(), "tree"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	cached := func(res []Result) []bool { return []bool{res[0].Cached, res[1].Cached} }
+	if got := cached(build()); got[0] || got[1] {
+		t.Fatalf("first build cached %v, want nothing cached", got)
+	}
+	if got := cached(build()); !got[0] || !got[1] {
+		t.Fatalf("second build cached %v, want both layers cached", got)
+	}
+	top.Digest = "d-munge-edited"
+	if got := cached(build()); !got[0] || got[1] {
+		t.Fatalf("after editing the top layer cached %v, want base cached and munge rebuilt", got)
+	}
+	base.Digest = "d-base-edited"
+	if got := cached(build()); got[0] || got[1] {
+		t.Fatalf("after editing base cached %v, want both rebuilt", got)
+	}
+}
+
+func TestFailedLayerLeavesNoCacheEntry(t *testing.T) {
+	requireRoot(t)
+	base, top, baseRPMs, topRPMs := testLayers(t)
+	top.Run = []spec.Command{{Command: "exit 3", Description: "fails"}}
+	b := newBuilder(t, &fakeInstall{})
+	_, err := b.Build(context.Background(), []Step{{Layer: base, RPMs: baseRPMs}, {Layer: top, RPMs: topRPMs}}, filepath.Join(t.TempDir(), "tree"))
+	if err == nil || !strings.Contains(err.Error(), `layer munge: run[0] "exit 3"`) {
+		t.Fatalf("err = %v, want the failing command named", err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(b.CacheDir, "layers"))
+	if len(entries) != 1 {
+		t.Fatalf("cache holds %d entries, want only the finished base layer", len(entries))
+	}
+}
+
+func TestFileOutsideTreeRefused(t *testing.T) {
+	tree := t.TempDir()
+	if err := os.Symlink("/etc", filepath.Join(tree, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	err := writeFile(tree, spec.File{Path: "/etc/evil", Content: "x", Mode: 0o644})
+	if err == nil || !strings.Contains(err.Error(), "leaves the image") {
+		t.Fatalf("err = %v, want a refusal to write through a symlink out of the image", err)
+	}
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("rootfs tests need root (chroot, mounts, chown); run them as root as CI does")
+	}
+}
