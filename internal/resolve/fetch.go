@@ -1,0 +1,197 @@
+package resolve
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// fetchWorkers bounds parallel downloads: enough to hide latency to a
+// mirror, few enough not to hammer it.
+const fetchWorkers = 4
+
+// MismatchError is a package whose bytes are not the locked ones.
+type MismatchError struct {
+	NEVRA string
+	URL   string
+	Want  string // sha256 in the lock
+	Got   string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("package %s from %s: sha256 mismatch: the lock says %s, the file has %s (the mirror changed, or the lock is out of date)",
+		e.NEVRA, e.URL, e.Want, e.Got)
+}
+
+// Fetch makes every package of the lock available in cacheDir and returns
+// NEVRA -> cached file. baseURLs maps repo ids to the baseurl to fetch from
+// (site overrides applied); a repo not in it uses the baseurl recorded in
+// the lock. file://, http:// and https:// are supported. progress, if not
+// nil, is called (serially) with the number of packages done and the total.
+func Fetch(ctx context.Context, l *LockFile, baseURLs map[string]string, cacheDir string, progress func(done, total int64)) (map[string]string, error) {
+	dir := filepath.Join(cacheDir, "sha256")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	bases := map[string]string{}
+	for _, r := range l.Repos {
+		bases[r.ID] = r.BaseURL
+	}
+	for id, u := range baseURLs {
+		bases[id] = u
+	}
+	var pkgs []Package
+	for _, ly := range l.Layers {
+		pkgs = append(pkgs, ly.Packages...)
+	}
+	f := &fetcher{dir: dir, bases: bases, progress: progress, total: int64(len(pkgs)),
+		out: make(map[string]string, len(pkgs)), client: http.DefaultClient}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fetchWorkers)
+	for _, p := range pkgs {
+		g.Go(func() error { return f.one(gctx, p) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return f.out, nil
+}
+
+type fetcher struct {
+	dir      string
+	bases    map[string]string
+	progress func(done, total int64)
+	client   *http.Client
+
+	mu    sync.Mutex
+	done  int64
+	total int64
+	out   map[string]string
+	// busy serialises work on one cache entry, should two packages share
+	// content.
+	busy sync.Map
+}
+
+func (f *fetcher) one(ctx context.Context, p Package) error {
+	lock, _ := f.busy.LoadOrStore(p.SHA256, &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
+	dst := filepath.Join(f.dir, p.SHA256+".rpm")
+	ok, err := cachedOK(dst, p.SHA256)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := f.download(ctx, p, dst); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.out[p.NEVRA()] = dst
+	f.done++
+	if f.progress != nil {
+		f.progress(f.done, f.total)
+	}
+	return nil
+}
+
+// cachedOK hashes a cache entry again: the name is only a claim. An entry
+// that does not match is removed, so it is fetched again.
+func cachedOK(p, want string) (bool, error) {
+	got, err := fileSHA256(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cache: %w", err)
+	}
+	if got == want {
+		return true, nil
+	}
+	if err := os.Remove(p); err != nil {
+		return false, fmt.Errorf("cache: remove damaged %s: %w", p, err)
+	}
+	return false, nil
+}
+
+// download writes the package to a temporary file next to dst, hashing as
+// it goes, and renames it into place only when the sha256 matches.
+func (f *fetcher) download(ctx context.Context, p Package, dst string) error {
+	base, ok := f.bases[p.Repo]
+	if !ok {
+		return fmt.Errorf("package %s: repo %q has no baseurl", p.NEVRA(), p.Repo)
+	}
+	u := strings.TrimSuffix(base, "/") + "/" + p.Location
+	body, err := f.open(ctx, u)
+	if err != nil {
+		return fmt.Errorf("package %s: %w", p.NEVRA(), err)
+	}
+	defer body.Close()
+	tmp, err := os.CreateTemp(f.dir, ".partial-*")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), body); err != nil {
+		tmp.Close()
+		return fmt.Errorf("package %s: fetch %s: %w", p.NEVRA(), u, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != p.SHA256 {
+		tmp.Close()
+		return &MismatchError{NEVRA: p.NEVRA(), URL: u, Want: p.SHA256, Got: got}
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("cache: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	return nil
+}
+
+func (f *fetcher) open(ctx context.Context, raw string) (io.ReadCloser, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("url %q: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "file":
+		fh, err := os.Open(u.Path)
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s: %w", raw, err)
+		}
+		return fh, nil
+	case "http", "https":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s: %w", raw, err)
+		}
+		resp, err := f.client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s: %w", raw, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("fetch %s: %s", raw, resp.Status)
+		}
+		return resp.Body, nil
+	}
+	return nil, fmt.Errorf("url %q: scheme %q not supported (file, http, https)", raw, u.Scheme)
+}
