@@ -9,6 +9,7 @@ require (
 	github.com/sirupsen/logrus v1.10.2
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.45.0
+	golang.org/x/term v0.43.0
 )
 
 require (

@@ -33,6 +33,9 @@ type Manifest struct {
 	Files   map[string]File `json:"files"`
 	Layers  []Layer         `json:"layers"`
 	Lock    string          `json:"lock"`
+	// Extras are other files shipped with the version, e.g. the lock it was built from, so
+	// versions can be compared without the build machine.
+	Extras []string `json:"extras,omitempty"`
 }
 
 // Kernel names the kernel file and the release it was built for.
@@ -59,15 +62,15 @@ type Layer struct {
 	Digest string `json:"digest"`
 }
 
-// Referenced returns the files the boot needs, in order: kernel, initrds in
-// load order, then the rootfs if any.
+// Referenced returns the version's files, in order: kernel, initrds in load
+// order, the rootfs if any, then the extras.
 func (m Manifest) Referenced() []string {
 	refs := []string{m.Kernel.File}
 	refs = append(refs, m.Initrds...)
 	if m.Rootfs != nil {
 		refs = append(refs, m.Rootfs.File)
 	}
-	return refs
+	return append(refs, m.Extras...)
 }
 
 // Encode returns manifest.json's bytes: 2-space indent, trailing newline,

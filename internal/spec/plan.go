@@ -36,3 +36,7 @@ func (p *Plan) PackageNames() []string {
 	slices.Sort(names)
 	return slices.Compact(names)
 }
+
+// LockDigest is Digest without the site's overrides. A lock pins packages by repo-relative
+// location and sha256, so a site that moves a repository to a mirror does not make it stale.
+func (p *Plan) LockDigest() string { return p.digest(nil) }

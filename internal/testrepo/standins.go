@@ -51,6 +51,9 @@ var serviceUnits = map[string][]string{
 	"slurm-slurmdbd":  {"slurmdbd"},
 	"mariadb-server":  {"mariadb"},
 	"fail2ban":        {"fail2ban"},
+	"NetworkManager":  {"NetworkManager"},
+	// nvidia-persistenced ends in "d" but is one word: the rule below would cut nothing.
+	"nvidia-persistenced": {"nvidia-persistenced"},
 }
 
 // unitsFor returns the units a stand-in ships: the table's, or, for a name
@@ -99,12 +102,16 @@ func Standins(names []string, kernel KernelFiles) []Package {
 
 // overrides are the stand-ins that are more than an empty package.
 var overrides = map[string]func(KernelFiles) Package{
-	"setup":       func(KernelFiles) Package { return setupPkg() },
-	"filesystem":  func(KernelFiles) Package { return filesystemPkg() },
-	"bash":        func(KernelFiles) Package { return bashPkg() },
-	"kernel-core": kernelCorePkg,
-	"kernel":      kernelPkg,
-	"dracut":      func(KernelFiles) Package { return dracutPkg() },
+	"setup":        func(KernelFiles) Package { return setupPkg() },
+	"filesystem":   func(KernelFiles) Package { return filesystemPkg() },
+	"bash":         func(KernelFiles) Package { return bashPkg() },
+	"kernel-core":  kernelCorePkg,
+	"kernel":       kernelPkg,
+	"dracut":       func(KernelFiles) Package { return dracutPkg() },
+	"kernel-devel": kernelDevelPkg,
+	"dkms":         func(KernelFiles) Package { return dkmsPkg() },
+	"kmod":         func(KernelFiles) Package { return kmodPkg() },
+	"nvidia-open":  func(KernelFiles) Package { return nvidiaOpenPkg() },
 }
 
 // Standin returns the stand-in for one name: the override table's, or a

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds every image from its committed lock, proves the build reproducible (a second build from
+# an empty cache must give byte-identical files), and publishes the verified versions.
+#
+#   ci/build-images.sh [--site site.toml] [--publish DIR] [--version V] [--tree DIR]
+#
+# --tree names the directory holding images/ and layers/ (default: this repository).
+#
+# Runs the same on a laptop and in CI (as root: the build chroots, mounts and chowns).
+# SOURCE_DATE_EPOCH comes from each lock, so the version's files do not depend on when or
+# where it is built. The version defaults to the tag being built (CI_TAG) or today's date.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+export PATH=/usr/local/go/bin:$PATH
+
+site=() publish="" version="${CI_TAG:-$(date -u +%Y.%m.%d)-ci}" tree="$repo"
+while (($#)); do
+  case "$1" in
+    --site) site=(--site "$2"); shift 2 ;;
+    --publish) publish="$2"; shift 2 ;;
+    --version) version="$2"; shift 2 ;;
+    --tree) tree="$2"; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$repo" && go build -o "$work/imgbuild" ./cmd/imgbuild)
+
+for image in "$tree"/images/*.toml; do
+  name=$(basename "$image" .toml)
+  echo "== $name $version"
+  for pass in a b; do
+    "$work/imgbuild" build "$image" "${site[@]}" --version "$version" \
+      --out "$work/out-$pass" --cache "$work/cache-$pass" --log-format json -q
+  done
+  # Reproducibility: every file of the two builds, manifest included, must be identical.
+  if ! diff -r "$work/out-a/$name/$version" "$work/out-b/$name/$version" >/dev/null; then
+    echo "!! $name: two builds of the same lock differ:" >&2
+    (cd "$work" && sha256sum out-a/"$name"/"$version"/* out-b/"$name"/"$version"/*) >&2
+    exit 1
+  fi
+  echo "   reproducible: $(cd "$work/out-a/$name/$version" && sha256sum rootfs.squashfs | cut -c1-16)"
+  "$work/imgbuild" list "$name" --out "$work/out-a" | grep -v BROKEN >/dev/null
+done
+
+if [[ -n "$publish" ]]; then
+  mkdir -p "$publish"
+  for dir in "$work"/out-a/*/"$version"; do
+    name=$(basename "$(dirname "$dir")")
+    mkdir -p "$publish/$name"
+    # Copy under a hidden name, then rename: readers of $publish never see half a version.
+    cp -a "$dir" "$publish/$name/.$version.tmp"
+    mv -T "$publish/$name/.$version.tmp" "$publish/$name/$version"
+    echo "published $publish/$name/$version"
+  done
+fi

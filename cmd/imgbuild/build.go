@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/labcluster/gpucluster/internal/imgbuild"
+)
+
+const buildHelp = `Usage: imgbuild build IMAGE.toml [--version V] [--out DIR] [--site FILE]
+
+Builds a new version of the image from its lock: downloads the locked RPMs into the cache
+(checking every sha256), applies the layers (reusing cached layers that did not change),
+normalizes the tree and packs vmlinuz, initramfs.img and rootfs.squashfs into
+DIR/<name>/<version>/ with manifest.json. The version appears whole or not at all.
+Default version: today's date and a counter, e.g. 2026.11.21-1.
+`
+
+func runBuild(ctx context.Context, args []string) error {
+	fs := newFlagSet("build", buildHelp)
+	var c common
+	c.register(fs)
+	version := fs.String("version", "", "version name (default YYYY.MM.DD-N)")
+	pos, err := parse(fs, args, 1, "one image file: imgbuild build images/compute.toml")
+	if err != nil {
+		return err
+	}
+	o, err := c.options()
+	if err != nil {
+		return err
+	}
+	o.Version = *version
+	r, err := imgbuild.Build(ctx, pos[0], o)
+	if err != nil {
+		return err
+	}
+	printReport(r)
+	return nil
+}
+
+func printReport(r *imgbuild.Report) {
+	fmt.Printf("built %s/%s in %s: %s\n", r.Image, r.Version, r.Total.Round(time.Second), r.Dir)
+	for _, l := range r.Layers {
+		how := "built"
+		if l.Cached {
+			how = "cached"
+		}
+		fmt.Printf("  layer %-16s %-6s %8s  %s\n", l.Layer, how, l.Duration.Round(10*time.Millisecond), l.Key[:12])
+	}
+	fmt.Printf("  download %s, pack %s\n", r.Fetch.Round(10*time.Millisecond), r.Pack.Round(10*time.Millisecond))
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/term"
+
+	"github.com/labcluster/gpucluster/internal/imgbuild"
+)
+
+// common are the flags every command takes.
+type common struct {
+	layers, site, out, cache, logFormat string
+	quiet                               bool
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.layers, "layers", "", "layers directory (default: layers/ beside the image file's directory)")
+	fs.StringVar(&c.site, "site", "", "site file pointing repositories at local mirrors")
+	fs.StringVar(&c.out, "out", "/var/lib/bootd/images", "images directory: where versions are written (bootd's --images)")
+	fs.StringVar(&c.cache, "cache", "/var/cache/imgbuild", "cache of downloaded RPMs and built layers")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json (json for CI and journald)")
+	fs.BoolVar(&c.quiet, "q", false, "no progress bars, warnings and errors only")
+}
+
+func (c *common) options() (imgbuild.Options, error) {
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	switch c.logFormat {
+	case "text":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return imgbuild.Options{}, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
+	}
+	o := imgbuild.Options{LayersDir: c.layers, SitePath: c.site, OutDir: c.out, CacheDir: c.cache, Log: log}
+	if c.quiet {
+		log.SetLevel(logrus.WarnLevel)
+	} else if c.logFormat == "text" && term.IsTerminal(int(os.Stderr.Fd())) {
+		o.Progress = newBar(os.Stderr).update
+	}
+	return o, nil
+}
+
+func newFlagSet(name, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), help)
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags placed before or after the positional arguments, and wants n of them.
+func parse(fs *flag.FlagSet, args []string, n int, what string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		if args = fs.Args(); len(args) == 0 {
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	if n >= 0 && len(pos) != n {
+		return nil, fmt.Errorf("%w: want %s", errUsage, what)
+	}
+	return pos, nil
+}

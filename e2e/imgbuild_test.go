@@ -1,0 +1,365 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/imgbuild"
+	"github.com/labcluster/gpucluster/internal/spec"
+	"github.com/labcluster/gpucluster/internal/testrepo"
+)
+
+// lab is a copy of the project's layers and images with a stand-in repository for every
+// package they name, and a site file pointing every repository there: dnf and rpm run for real.
+type imgLab struct {
+	dir, repo, site string
+	log             *logrus.Logger
+}
+
+func newImgLab(ctx context.Context, t *testing.T) *imgLab {
+	t.Helper()
+	requirePrereqs(t, "dnf", "rpm", "rpmbuild", "createrepo_c", "mksquashfs", "unsquashfs", "cpio")
+	dir := artifactDir(t)
+	l := &imgLab{dir: dir, repo: filepath.Join(dir, "repo"), site: filepath.Join(dir, "site.toml"), log: logrus.New()}
+	l.log.SetLevel(logrus.WarnLevel)
+	for _, sub := range []string{"layers", "images"} {
+		if out, err := exec.Command("cp", "-a", filepath.Join("..", sub), filepath.Join(dir, sub)).CombinedOutput(); err != nil {
+			t.Fatalf("copy %s: %v %s", sub, err, out)
+		}
+	}
+	names, repoIDs, streams := l.planned(t)
+	kernel, err := testrepo.HostKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	pkgs := testrepo.Standins(names, kernel)
+	if err := testrepo.Build(ctx, l.repo, pkgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := testrepo.AddModules(ctx, l.repo, modules(t, streams), pkgs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stand-in repository: %d packages named by the layers, built in %s", len(names), time.Since(start).Round(time.Second))
+	var site strings.Builder
+	for _, id := range repoIDs {
+		fmt.Fprintf(&site, "[repos.%s]\nbaseurl = \"file://%s\"\ngpgcheck = false\n\n", id, l.repo)
+	}
+	if err := os.WriteFile(l.site, []byte(site.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// moduleStreams are the packages each dnf module stream the layers enable holds upstream.
+var moduleStreams = map[string][]string{"nvidia-driver:open-dkms": {"nvidia-open"}}
+
+func modules(t *testing.T, streams []string) []testrepo.Module {
+	var mods []testrepo.Module
+	for _, s := range streams {
+		pkgs, ok := moduleStreams[s]
+		if !ok {
+			t.Fatalf("a layer enables module %s: add its packages to moduleStreams", s)
+		}
+		name, stream, _ := strings.Cut(s, ":")
+		mods = append(mods, testrepo.Module{Name: name, Stream: stream, Packages: pkgs})
+	}
+	return mods
+}
+
+// planned returns every package name, repository id and module stream both images use.
+func (l *imgLab) planned(t *testing.T) (names, repos, streams []string) {
+	for _, img := range []string{"master", "compute"} {
+		im, err := spec.LoadImage(l.image(img))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := spec.Resolve(im, filepath.Join(l.dir, "layers"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.PackageNames()...)
+		for _, r := range p.Repos() {
+			repos = append(repos, r.ID)
+		}
+		for _, ly := range p.Layers {
+			streams = append(streams, ly.Modules.Enable...)
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(repos)
+	slices.Sort(streams)
+	return slices.Compact(names), slices.Compact(repos), slices.Compact(streams)
+}
+
+func (l *imgLab) image(name string) string { return filepath.Join(l.dir, "images", name+".toml") }
+
+func (l *imgLab) opts(out, cache, version string) imgbuild.Options {
+	return imgbuild.Options{SitePath: l.site, OutDir: filepath.Join(l.dir, out), CacheDir: filepath.Join(l.dir, cache), Version: version, Log: l.log}
+}
+
+func (l *imgLab) lock(ctx context.Context, t *testing.T, image string) {
+	t.Helper()
+	start := time.Now()
+	if _, _, err := imgbuild.Lock(ctx, l.image(image), l.opts("out", "cache", "")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lock %s: %s", image, time.Since(start).Round(100*time.Millisecond))
+}
+
+func (l *imgLab) build(ctx context.Context, t *testing.T, image, out, cache, version string) *imgbuild.Report {
+	t.Helper()
+	r, err := imgbuild.Build(ctx, l.image(image), l.opts(out, cache, version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layers []string
+	for _, x := range r.Layers {
+		layers = append(layers, fmt.Sprintf("%s:%v:%s", x.Layer, map[bool]string{true: "cached", false: "built"}[x.Cached], x.Duration.Round(10*time.Millisecond)))
+	}
+	t.Logf("build %s/%s into %s: %s (download %s, pack %s); %s", image, version, out, r.Total.Round(100*time.Millisecond), r.Fetch.Round(10*time.Millisecond), r.Pack.Round(10*time.Millisecond), strings.Join(layers, " "))
+	return r
+}
+
+// TestImgbuild locks and builds both images with the real dnf and rpm, checks what they
+// contain, builds compute again from scratch for byte identity, edits a layer to check the
+// cache, and feeds it bad input.
+func TestImgbuild(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "1763683200")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	l := newImgLab(ctx, t)
+	l.lock(ctx, t, "master")
+	l.lock(ctx, t, "compute")
+	var compute *imgbuild.Report
+	t.Run("master builds", func(t *testing.T) {
+		r := l.build(ctx, t, "master", "out", "cache", "1")
+		checkImage(ctx, t, r.Dir, map[string]string{
+			"/etc/group":             "slurm:x:901:",
+			"/etc/passwd":            "munge:x:900:900:",
+			"/etc/slurm/cgroup.conf": "",
+		}, []string{"/etc/systemd/system/multi-user.target.wants/slurmctld.service", "/etc/systemd/system/multi-user.target.wants/fail2ban.service"})
+	})
+	t.Run("compute builds", func(t *testing.T) {
+		compute = l.build(ctx, t, "compute", "out", "cache", "1")
+		checkImage(ctx, t, compute.Dir, map[string]string{
+			"/etc/sysconfig/slurmd": "--conf-server master",
+			"/etc/passwd":           "slurm:x:901:901:",
+		}, []string{"/etc/systemd/system/multi-user.target.wants/slurmd.service", "/etc/systemd/system/multi-user.target.wants/munge.service"})
+	})
+	if compute == nil {
+		t.FailNow()
+	}
+	t.Run("reproducible: a clean second build is byte-identical", func(t *testing.T) {
+		again := l.build(ctx, t, "compute", "out-again", "cache-again", "1")
+		sameFiles(t, compute.Dir, again.Dir)
+	})
+	t.Run("cache: editing nfs rebuilds nfs only, and equals a clean build", func(t *testing.T) {
+		editLayer(t, filepath.Join(l.dir, "layers", "nfs.toml"), "\n[[files]]\npath = \"/etc/imgbuild-edited\"\ncontent = \"edited\\n\"\n")
+		_, err := imgbuild.Build(ctx, l.image("compute"), l.opts("out", "cache", "2"))
+		if err == nil || !strings.Contains(err.Error(), "stale") {
+			t.Fatalf("build with an edited layer and the old lock: %v, want a stale-lock refusal", err)
+		}
+		l.lock(ctx, t, "compute")
+		r := l.build(ctx, t, "compute", "out", "cache", "2")
+		for _, x := range r.Layers {
+			if want := x.Layer != "nfs"; x.Cached != want {
+				t.Errorf("layer %s cached=%v, want %v", x.Layer, x.Cached, want)
+			}
+		}
+		clean := l.build(ctx, t, "compute", "out-clean", "cache-clean", "2")
+		sameFiles(t, r.Dir, clean.Dir)
+	})
+	t.Run("list and diff", func(t *testing.T) {
+		vs, err := imgbuild.List(filepath.Join(l.dir, "out"), "compute")
+		if err != nil || len(vs) != 2 || vs[0].Err != nil || vs[1].Err != nil {
+			t.Fatalf("list = %+v, %v; want 2 verified versions", vs, err)
+		}
+		if _, err := imgbuild.Diff(filepath.Join(l.dir, "out"), "compute", "1", "2"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a tampered cache entry is detected and fetched again", func(t *testing.T) {
+		entries, _ := filepath.Glob(filepath.Join(l.dir, "cache", "rpms", "sha256", "*.rpm"))
+		if len(entries) == 0 {
+			t.Fatal("no cached RPMs")
+		}
+		if err := os.WriteFile(entries[0], []byte("tampered"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		healed := l.build(ctx, t, "compute", "out-healed", "cache", "2")
+		sameFiles(t, filepath.Join(l.dir, "out", "compute", "2"), healed.Dir)
+	})
+	t.Run("the CI script builds twice, compares and publishes", func(t *testing.T) {
+		l.lock(ctx, t, "master") // the nfs edit above made master's lock stale too
+		script := exec.CommandContext(ctx, "../ci/build-images.sh", "--tree", l.dir, "--site", l.site, "--version", "ci-1", "--publish", filepath.Join(l.dir, "published"))
+		if out, err := script.CombinedOutput(); err != nil {
+			t.Fatalf("ci/build-images.sh: %v\n%s", err, out)
+		} else {
+			t.Logf("ci/build-images.sh:\n%s", out)
+		}
+		for _, img := range []string{"master", "compute"} {
+			checkImage(ctx, t, filepath.Join(l.dir, "published", img, "ci-1"), nil, nil)
+		}
+	})
+	t.Run("bad input", func(t *testing.T) { badInput(ctx, t, l) })
+}
+
+// checkImage verifies the version as bootd would, reads files out of its squashfs, and lists
+// its initramfs.
+func checkImage(ctx context.Context, t *testing.T, dir string, contains map[string]string, present []string) {
+	t.Helper()
+	img, err := artifact.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Verify(); err != nil {
+		t.Fatalf("the manifest's hashes do not match the files: %v", err)
+	}
+	sq := filepath.Join(dir, "rootfs.squashfs")
+	for path, want := range contains {
+		out, err := exec.CommandContext(ctx, "unsquashfs", "-cat", sq, path).Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("%s in the image: %q (%v), want it to contain %q", path, out, err, want)
+		}
+	}
+	list, err := exec.CommandContext(ctx, "unsquashfs", "-lls", "-d", "", sq).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range present {
+		if !strings.Contains(string(list), p) {
+			t.Errorf("%s missing from the image", p)
+		}
+	}
+	for _, gone := range []string{"/var/cache/dnf/", "/var/lib/dnf/history"} {
+		if strings.Contains(string(list), gone) {
+			t.Errorf("normalization left %s in the image", gone)
+		}
+	}
+	cpio := exec.CommandContext(ctx, "sh", "-c", "zcat "+filepath.Join(dir, "initramfs.img")+" | cpio -t")
+	if out, err := cpio.Output(); err != nil || !strings.Contains(string(out), "init") {
+		t.Errorf("initramfs is not a cpio with an init: %v\n%s", err, out)
+	}
+}
+
+// sameFiles compares two versions file by file by their manifests (which Verify ties to the
+// bytes) and the manifests themselves.
+func sameFiles(t *testing.T, a, b string) {
+	t.Helper()
+	ia, err := artifact.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, err := artifact.Open(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ib.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	for name, fa := range ia.Manifest.Files {
+		if fb := ib.Manifest.Files[name]; fa != fb {
+			t.Errorf("%s differs: %s vs %s", name, fa.SHA256, fb.SHA256)
+		} else {
+			t.Logf("%s identical: sha256 %s (%d bytes)", name, fa.SHA256[:16], fa.Size)
+		}
+	}
+	ma, _ := os.ReadFile(filepath.Join(a, "manifest.json"))
+	mb, _ := os.ReadFile(filepath.Join(b, "manifest.json"))
+	if string(ma) != string(mb) {
+		t.Errorf("manifest.json differs between the two builds")
+	}
+}
+
+func editLayer(t *testing.T, path, add string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(add); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// badInput: a missing package, a tampered RPM in the repository, and a build killed midway
+// each end with a clear error and no new version, and the versions before stay intact.
+func badInput(ctx context.Context, t *testing.T, l *imgLab) {
+	t.Run("missing package", func(t *testing.T) {
+		bad := filepath.Join(l.dir, "images", "broken.toml")
+		if err := os.WriteFile(bad, []byte("name = \"broken\"\nrole = \"compute\"\nlayers = [\"base\", \"ghost\"]\nreleasever = \"9\"\narch = \"x86_64\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ghost := "name = \"ghost\"\nrequires = [\"base\"]\npackages = [\"no-such-package\"]\n"
+		if err := os.WriteFile(filepath.Join(l.dir, "layers", "ghost.toml"), []byte(ghost), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := imgbuild.Lock(ctx, bad, l.opts("out", "cache", ""))
+		if err == nil || !strings.Contains(err.Error(), "no-such-package") || !strings.Contains(err.Error(), "ghost") {
+			t.Fatalf("lock with a missing package: %v, want an error naming the package and the layer", err)
+		}
+	})
+	t.Run("tampered RPM in the repository", func(t *testing.T) {
+		rpms, _ := filepath.Glob(filepath.Join(l.repo, "Packages", "*", "munge-*.rpm"))
+		if len(rpms) == 0 {
+			t.Fatal("no munge RPM in the stand-in repository")
+		}
+		if err := os.WriteFile(rpms[0], []byte("not the locked package"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := imgbuild.Build(ctx, l.image("compute"), l.opts("out", "cache-fresh", "3"))
+		if err == nil || !strings.Contains(err.Error(), "munge") {
+			t.Fatalf("build from a tampered repository: %v, want a hash mismatch naming munge", err)
+		}
+		noVersion(t, filepath.Join(l.dir, "out", "compute", "3"))
+	})
+	t.Run("killed midway", func(t *testing.T) {
+		bin := filepath.Join(l.dir, "imgbuild")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/imgbuild").CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		cmd := exec.CommandContext(ctx, bin, "build", l.image("compute"), "--site", l.site, "--out", filepath.Join(l.dir, "out"),
+			"--cache", filepath.Join(l.dir, "cache-kill"), "--version", "4", "--log-format", "json")
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() && !strings.Contains(sc.Text(), "layer ready") {
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		noVersion(t, filepath.Join(l.dir, "out", "compute", "4"))
+		vs, err := imgbuild.List(filepath.Join(l.dir, "out"), "compute")
+		if err != nil || len(vs) != 2 {
+			t.Fatalf("after the killed build: %d versions (%v), want the 2 earlier ones intact", len(vs), err)
+		}
+		for _, v := range vs {
+			if v.Err != nil {
+				t.Errorf("version %s broken after the killed build: %v", v.Image.Manifest.Version, v.Err)
+			}
+		}
+	})
+}
+
+func noVersion(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s exists after a failed build", dir)
+	}
+}

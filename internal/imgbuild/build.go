@@ -1,0 +1,178 @@
+package imgbuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/pack"
+	"github.com/labcluster/gpucluster/internal/resolve"
+	"github.com/labcluster/gpucluster/internal/rootfs"
+	"github.com/labcluster/gpucluster/internal/rpmcmd"
+	"github.com/labcluster/gpucluster/internal/spec"
+)
+
+// Report is what a build did.
+type Report struct {
+	Image, Version, Dir string
+	Layers              []rootfs.Result
+	Fetch, Pack, Total  time.Duration
+}
+
+// Build builds the image at imagePath from its lock and publishes a new version in o.OutDir.
+// A stale or tampered lock, a package whose hash differs, or any failure leaves no version.
+func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
+	start := time.Now()
+	plan, lock, err := loadLocked(imagePath, o)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Image: plan.Image.Name, Version: o.Version}
+	if r.Version == "" {
+		if r.Version, err = nextVersion(o.OutDir, r.Image, time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(o.OutDir, r.Image, r.Version)); err == nil {
+		return nil, fmt.Errorf("%s/%s already exists: versions are immutable, pick another --version", r.Image, r.Version)
+	}
+	work, err := os.MkdirTemp(mkdirAll(o.CacheDir), "build-"+r.Image+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	if err := buildInto(ctx, plan, lock, work, o, r); err != nil {
+		return nil, err
+	}
+	r.Total = time.Since(start)
+	return r, nil
+}
+
+func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, work string, o Options, r *Report) error {
+	t := time.Now()
+	rpms, err := resolve.Fetch(ctx, lock, baseURLs(plan), filepath.Join(o.CacheDir, "rpms"),
+		func(done, total int64) { o.progress("download", done, total) })
+	if err != nil {
+		return err
+	}
+	r.Fetch = time.Since(t)
+	tree := filepath.Join(work, "tree")
+	b := &rootfs.Builder{CacheDir: o.CacheDir, Epoch: lock.SourceDateEpoch, Log: o.Log, Install: installer(lock.SourceDateEpoch, o.Log)}
+	if r.Layers, err = b.Build(ctx, steps(plan, lock, rpms), tree); err != nil {
+		return err
+	}
+	if err := rootfs.Normalize(tree, lock.SourceDateEpoch); err != nil {
+		return err
+	}
+	t = time.Now()
+	m, err := packInto(ctx, tree, filepath.Join(work, "stage"), plan, lock, o)
+	if err != nil {
+		return err
+	}
+	r.Pack = time.Since(t)
+	m.Name, m.Version = r.Image, r.Version
+	for _, l := range r.Layers {
+		m.Layers = append(m.Layers, artifact.Layer{Name: l.Layer, Digest: "sha256:" + l.Key})
+	}
+	r.Dir, err = artifact.Write(o.OutDir, m, filepath.Join(work, "stage"))
+	return err
+}
+
+// loadLocked loads the plan and its lock, and refuses a lock that no longer matches.
+func loadLocked(imagePath string, o Options) (*spec.Plan, *resolve.LockFile, error) {
+	plan, err := loadPlan(imagePath, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	lock, err := resolve.Read(LockPath(imagePath))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("%s has no lock (%s): run imgbuild lock %s first", imagePath, LockPath(imagePath), imagePath)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := lock.CheckFresh(lockDigest(plan), layerRefs(plan)...); err != nil {
+		return nil, nil, err
+	}
+	return plan, lock, nil
+}
+
+// baseURLs maps repo ids to where packages are fetched now: the layers' locations with the
+// site's overrides, which may differ from where the lock was made.
+func baseURLs(p *spec.Plan) map[string]string {
+	urls := map[string]string{}
+	for _, r := range p.Repos() {
+		urls[r.ID] = r.BaseURL
+	}
+	return urls
+}
+
+func steps(plan *spec.Plan, lock *resolve.LockFile, rpms map[string]string) []rootfs.Step {
+	out := make([]rootfs.Step, len(plan.Layers))
+	for i, l := range plan.Layers {
+		st := rootfs.Step{Layer: l}
+		for _, p := range lock.Layers[i].Packages { // CheckFresh matched the layers one to one
+			st.RPMs = append(st.RPMs, rpms[p.NEVRA()])
+			st.RPMDigests = append(st.RPMDigests, p.SHA256)
+		}
+		out[i] = st
+	}
+	return out
+}
+
+func installer(epoch int64, log logrus.FieldLogger) func(context.Context, string, []string) error {
+	return func(ctx context.Context, root string, files []string) error {
+		return rpmcmd.InstallFiles(ctx, root, files, rpmcmd.InstallOptions{SourceDateEpoch: epoch, Log: log})
+	}
+}
+
+// packInto puts the boot files, the squashfs root and the lock into stage and returns the
+// manifest describing them (without name, version and layers).
+func packInto(ctx context.Context, tree, stage string, plan *spec.Plan, lock *resolve.LockFile, o Options) (artifact.Manifest, error) {
+	var m artifact.Manifest
+	if err := os.MkdirAll(stage, 0o755); err != nil {
+		return m, err
+	}
+	kernel, release, err := pack.Kernel(tree)
+	if err != nil {
+		return m, err
+	}
+	initrd, err := pack.Initramfs(tree, release)
+	if err != nil {
+		return m, err
+	}
+	for src, dst := range map[string]string{kernel: "vmlinuz", initrd: "initramfs.img"} {
+		if err := pack.CopyFile(src, filepath.Join(stage, dst)); err != nil {
+			return m, err
+		}
+	}
+	opts := pack.SquashOptions{Epoch: lock.SourceDateEpoch, Progress: func(s string) { o.progress("squashfs "+s, 0, 0) }}
+	if err := pack.Squashfs(ctx, tree, filepath.Join(stage, "rootfs.squashfs"), opts); err != nil {
+		return m, err
+	}
+	lockBytes, err := lock.Bytes()
+	if err != nil {
+		return m, err
+	}
+	if err := os.WriteFile(filepath.Join(stage, "lock.json"), lockBytes, 0o644); err != nil {
+		return m, err
+	}
+	return artifact.Manifest{
+		Created: time.Unix(lock.SourceDateEpoch, 0).UTC(),
+		Kernel:  artifact.Kernel{File: "vmlinuz", Release: release}, Initrds: []string{"initramfs.img"},
+		Rootfs:  &artifact.Rootfs{File: "rootfs.squashfs", Format: "squashfs"},
+		Cmdline: strings.Join(plan.KernelArgs(), " "), Lock: lock.Digest(), Extras: []string{"lock.json"},
+	}, nil
+}
+
+func mkdirAll(dir string) string {
+	_ = os.MkdirAll(dir, 0o755)
+	return dir
+}

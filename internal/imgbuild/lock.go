@@ -1,0 +1,50 @@
+package imgbuild
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/labcluster/gpucluster/internal/resolve"
+	"github.com/labcluster/gpucluster/internal/rpmcmd"
+	"github.com/labcluster/gpucluster/internal/spec"
+)
+
+// Lock resolves the image at imagePath with the real dnf against its repositories (site
+// overrides applied) and writes the lock beside it. It returns the lock's path.
+func Lock(ctx context.Context, imagePath string, o Options) (string, *resolve.LockFile, error) {
+	plan, err := loadPlan(imagePath, o)
+	if err != nil {
+		return "", nil, err
+	}
+	epoch, err := sourceDateEpoch(imagePath)
+	if err != nil {
+		return "", nil, err
+	}
+	req := resolve.Request{Image: plan.Image.Name, SpecDigest: lockDigest(plan), ReleaseVer: plan.Image.ReleaseVer,
+		Arch: plan.Image.Arch, SourceDateEpoch: epoch, Layers: lockLayers(plan)}
+	work := filepath.Join(o.CacheDir, "lock-"+plan.Image.Name)
+	defer os.RemoveAll(work)
+	lock, err := resolve.Lock(ctx, req, work, o.Log)
+	if err != nil {
+		return "", nil, err
+	}
+	path := LockPath(imagePath)
+	return path, lock, lock.Write(path)
+}
+
+func lockLayers(p *spec.Plan) []resolve.Layer {
+	out := make([]resolve.Layer, len(p.Layers))
+	for i, l := range p.Layers {
+		out[i] = resolve.Layer{Name: l.Name, Digest: l.Digest, Repos: rpmRepos(l.Repos), Modules: l.Modules.Enable, Packages: l.Packages}
+	}
+	return out
+}
+
+func rpmRepos(repos []spec.Repo) []rpmcmd.Repo {
+	out := make([]rpmcmd.Repo, len(repos))
+	for i, r := range repos {
+		out[i] = rpmcmd.Repo{ID: r.ID, Name: r.Name, BaseURL: r.BaseURL, GPGKey: r.GPGKey, GPGCheck: r.GPGCheck}
+	}
+	return out
+}
