@@ -5,18 +5,20 @@ BIN      := bin
 E2E_TIME ?= 25m
 FUZZTIME ?= 10s
 
-.PHONY: help build test check lint fuzz e2e demo deps clean
+.PHONY: help build test check lint fuzz e2e bench demo deps clean
 
 help:
 	@echo "make demo    set up this Debian machine and watch PCs netboot through bootd in a virtual lab (root)"
 	@echo "make check   everything CI runs: lint, unit tests, short fuzzing, QEMU end-to-end suite (root)"
-	@echo "make build   build bin/bootd"
+	@echo "make build   build bin/bootd and bin/imgbuild"
+	@echo "make bench   squashfs packing throughput against plain mksquashfs on the same tree"
 	@echo "make test    unit and loopback tests (fast)"
-	@echo "make e2e     end-to-end suite: network namespaces + QEMU PXE boots (root, ~10 min)"
+	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, ~6 min)"
 	@echo "make fuzz    run each fuzz target for FUZZTIME ($(FUZZTIME))"
 
 build:
 	$(GO) build -trimpath -o $(BIN)/bootd ./cmd/bootd
+	$(GO) build -trimpath -o $(BIN)/imgbuild ./cmd/imgbuild
 
 test:
 	$(GO) test ./...
@@ -32,7 +34,8 @@ FUZZ_TARGETS := \
 	./internal/dhcpd:FuzzReply \
 	./internal/tftpd:FuzzCleanPath \
 	./internal/httpd:FuzzRequestPath \
-	./internal/artifact:FuzzOpenManifest
+	./internal/artifact:FuzzOpenManifest \
+	./internal/spec:FuzzLoadLayer
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -45,6 +48,9 @@ e2e: deps build
 	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIME) -v ./e2e/
 
 check: deps lint test fuzz e2e
+
+bench: deps
+	$(GO) test -run '^$$' -bench PackVsMksquashfs -benchtime 1x ./internal/pack
 
 deps:
 	./scripts/setup-debian.sh

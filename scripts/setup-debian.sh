@@ -8,6 +8,7 @@ packages=(
   qemu-system-x86 ovmf ipxe          # PCs that netboot: SeaBIOS + iPXE ROMs, OVMF; iPXE binaries to serve
   linux-image-amd64 busybox-static   # kernel and userland of the test image
   cpio squashfs-tools                # image tooling
+  dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild), repositories for tests, systemctl --root
   dnsmasq                            # the baseline bootd is measured against
   iproute2 tcpdump procps            # namespaces, bridges, taps
 )
