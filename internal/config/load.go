@@ -72,7 +72,7 @@ func (c *Config) set(k toml.Key, v any) error {
 	}
 	if slices.Contains(tables, name) {
 		if _, ok := v.(map[string]any); !ok {
-			return fmt.Errorf("want a table ([%s]), got %s", name, typeName(v))
+			return fmt.Errorf("want a table ([%s]), got %s", name, tomlpos.TypeName(v))
 		}
 		return nil
 	}
@@ -272,26 +272,6 @@ func asDuration(v any) (time.Duration, error) {
 }
 
 func typeError(want string, v any) error {
-	return fmt.Errorf("want %s, got %s", want, typeName(v))
+	return fmt.Errorf("want %s, got %s", want, tomlpos.TypeName(v))
 }
 
-// typeName names a decoded TOML value's type the way the TOML spec does.
-func typeName(v any) string {
-	switch v := v.(type) {
-	case string:
-		return fmt.Sprintf("string %q", v)
-	case int64:
-		return fmt.Sprintf("integer %d", v)
-	case float64:
-		return fmt.Sprintf("float %v", v)
-	case bool:
-		return fmt.Sprintf("boolean %v", v)
-	case time.Time:
-		return "datetime"
-	case []any, []map[string]any:
-		return "array"
-	case map[string]any:
-		return "table"
-	}
-	return fmt.Sprintf("%T", v)
-}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/labcluster/gpucluster/internal/tomlpos"
 )
 
 const defaultMode fs.FileMode = 0o644
@@ -59,7 +61,7 @@ func readMode(t table) fs.FileMode {
 	}
 	s, ok := v.(string)
 	if !ok {
-		t.r.fail(t.key("mode"), "want an octal string such as \"0644\", got %s", typeName(v))
+		t.r.fail(t.key("mode"), "want an octal string such as \"0644\", got %s", tomlpos.TypeName(v))
 		return 0
 	}
 	n, err := strconv.ParseUint(s, 8, 32)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -152,7 +151,7 @@ func (t table) str(k string) string {
 	}
 	s, ok := v.(string)
 	if !ok {
-		t.r.fail(t.key(k), "want a string, got %s", typeName(v))
+		t.r.fail(t.key(k), "want a string, got %s", tomlpos.TypeName(v))
 	}
 	return s
 }
@@ -181,7 +180,7 @@ func (t table) optBool(k string) *bool {
 	}
 	b, ok := v.(bool)
 	if !ok {
-		t.r.fail(t.key(k), "want a boolean, got %s", typeName(v))
+		t.r.fail(t.key(k), "want a boolean, got %s", tomlpos.TypeName(v))
 	}
 	return &b
 }
@@ -193,7 +192,7 @@ func (t table) integer(k string) int {
 	}
 	n, ok := v.(int64)
 	if !ok {
-		t.r.fail(t.key(k), "want an integer, got %s", typeName(v))
+		t.r.fail(t.key(k), "want an integer, got %s", tomlpos.TypeName(v))
 		return 0
 	}
 	if n < -1<<31 || n > 1<<31-1 {
@@ -212,7 +211,7 @@ func (t table) strs(k string, valid func(string) string) []string {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		t.r.fail(t.key(k), "want an array of strings, got %s", typeName(v))
+		t.r.fail(t.key(k), "want an array of strings, got %s", tomlpos.TypeName(v))
 		return nil
 	}
 	out := make([]string, 0, len(list))
@@ -224,7 +223,7 @@ func (t table) strs(k string, valid func(string) string) []string {
 		}
 		switch {
 		case !ok:
-			t.r.fail(item(t.key(k), i), "want a string, got %s", typeName(e))
+			t.r.fail(item(t.key(k), i), "want a string, got %s", tomlpos.TypeName(e))
 		case msg != "":
 			t.r.fail(item(t.key(k), i), "%s", msg)
 		case slices.Contains(out, s):
@@ -244,7 +243,7 @@ func (t table) sub(k string) table {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		t.r.fail(st.path, "want a table, got %s", typeName(v))
+		t.r.fail(st.path, "want a table, got %s", tomlpos.TypeName(v))
 		return st
 	}
 	st.m = m
@@ -267,14 +266,14 @@ func (t table) list(k string) []table {
 	case []any:
 		items = v
 	default:
-		t.r.fail(t.key(k), "want an array of tables ([[%s]]), got %s", k, typeName(v))
+		t.r.fail(t.key(k), "want an array of tables ([[%s]]), got %s", k, tomlpos.TypeName(v))
 		return nil
 	}
 	out := make([]table, 0, len(items))
 	for i, e := range items {
 		m, ok := e.(map[string]any)
 		if !ok {
-			t.r.fail(item(t.key(k), i), "want a table, got %s", typeName(e))
+			t.r.fail(item(t.key(k), i), "want a table, got %s", tomlpos.TypeName(e))
 			return nil
 		}
 		out = append(out, table{r: t.r, path: item(t.key(k), i), m: m})
@@ -282,26 +281,6 @@ func (t table) list(k string) []table {
 	return out
 }
 
-// typeName names a decoded TOML value's type the way the TOML spec does.
-func typeName(v any) string {
-	switch v := v.(type) {
-	case string:
-		return fmt.Sprintf("string %q", v)
-	case int64:
-		return fmt.Sprintf("integer %d", v)
-	case float64:
-		return fmt.Sprintf("float %v", v)
-	case bool:
-		return fmt.Sprintf("boolean %v", v)
-	case time.Time:
-		return "datetime"
-	case []any, []map[string]any:
-		return "array"
-	case map[string]any:
-		return "table"
-	}
-	return fmt.Sprintf("%T", v)
-}
 
 // errorAt returns an error about key, on the line of linePath, in a file
 // whose key paths are known: for checks made after decoding (Resolve).
