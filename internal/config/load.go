@@ -274,4 +274,3 @@ func asDuration(v any) (time.Duration, error) {
 func typeError(want string, v any) error {
 	return fmt.Errorf("want %s, got %s", want, tomlpos.TypeName(v))
 }
-

@@ -281,7 +281,6 @@ func (t table) list(k string) []table {
 	return out
 }
 
-
 // errorAt returns an error about key, on the line of linePath, in a file
 // whose key paths are known: for checks made after decoding (Resolve).
 func errorAt(file string, paths map[string]int, linePath, key, format string, args ...any) error {
