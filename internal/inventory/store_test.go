@@ -96,7 +96,7 @@ func TestAssign(t *testing.T) {
 }
 
 func TestStatePersistsAcrossReopen(t *testing.T) {
-	s, _ := newStore(t)
+	s, c := newStore(t)
 	see(t, s, macA, macB)
 	if _, err := s.Assign(req("c4", macA)); err != nil {
 		t.Fatal(err)
@@ -112,6 +112,7 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.now = c.now // the same moment: what is compared is what was saved, not how old it is
 	nodes, waiting := r.Snapshot()
 	if len(nodes) != 1 || nodes[0].Name != "c4" || nodes[0].State != StateUp || nodes[0].Facts.Serial != "S-"+macA {
 		t.Errorf("nodes after reopen = %+v", nodes)
