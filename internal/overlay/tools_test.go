@@ -1,0 +1,111 @@
+package overlay
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestChronyParses has the real chronyd parse each role's chrony.conf
+// (chronyd -p prints the parsed configuration and exits; a bad directive is
+// fatal).
+func TestChronyParses(t *testing.T) {
+	if _, err := exec.LookPath("chronyd"); err != nil {
+		t.Skip("chronyd not installed (Debian: chrony)")
+	}
+	for _, node := range []string{"master", "c1"} {
+		t.Run(node, func(t *testing.T) {
+			conf := writeRendered(t, node, "/etc/chrony.conf")
+			out, err := exec.Command("chronyd", "-p", "-f", conf).CombinedOutput()
+			if err != nil {
+				t.Fatalf("chronyd -p: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestSlurmctldAcceptsConf starts the real slurmctld (Debian's Slurm 22.05)
+// on the rendered slurm.conf, in its own UTS, network and mount namespaces
+// (hostname master, only loopback, private /run and /var/spool), and waits
+// until it runs as the controller: proof that the file parses and that a
+// partition of dynamic nodes with none registered yet is accepted.
+func TestSlurmctldAcceptsConf(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root for namespaces (and not -short)")
+	}
+	for _, tool := range []string{"slurmctld", "unshare"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (Debian: slurmctld, util-linux)", tool)
+		}
+	}
+	// No cgroups in a test namespace: the options a test harness uses.
+	c := reference()
+	c.Slurm = SlurmOptions{ProctrackType: "proctrack/linuxproc", TaskPlugin: "task/none"}
+	dir := t.TempDir()
+	// slurmctld reads the file again as SlurmUser: open the test's
+	// directories (t.TempDir makes them 0700) to it.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := filepath.Join(dir, "slurm.conf")
+	if err := os.WriteFile(conf, fileData(t, c, "master", "/etc/slurm/slurm.conf"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `set -e
+hostname master
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /var/spool
+mkdir /var/spool/slurmctld && chown slurm /var/spool/slurmctld
+ip link set lo up && ip addr add 10.80.0.100/24 dev lo
+exec slurmctld -D -v -f "$1"`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--uts", "--net", "--mount", "--fork", "--kill-child",
+		"sh", "-c", script, "sh", conf)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); cmd.Wait() }()
+	var log []string
+	for sc := bufio.NewScanner(out); sc.Scan(); {
+		log = append(log, sc.Text())
+		if strings.Contains(sc.Text(), "Running as primary controller") {
+			return
+		}
+	}
+	t.Fatalf("slurmctld did not start as controller:\n%s", strings.Join(log, "\n"))
+}
+
+func fileData(t *testing.T, c Cluster, node, path string) []byte {
+	t.Helper()
+	for _, f := range render(t, c, node) {
+		if f.Path == path {
+			return f.Data
+		}
+	}
+	t.Fatalf("%s has no %s", node, path)
+	return nil
+}
+
+func writeRendered(t *testing.T, node, path string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(p, fileData(t, reference(), node, path), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

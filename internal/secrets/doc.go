@@ -1,0 +1,10 @@
+// Package secrets keeps the cluster's secrets in bootd's state directory: the
+// munge key, root's SSH key pair and every node's SSH host keys. Each is made
+// once, on first use, and reused from then on, so a node that reboots gets the
+// same keys and its peers keep trusting it.
+//
+// Files live under <state-dir>/secrets (mode 0700), each written 0600 with a
+// temporary file, fsync, rename and a directory fsync, so a crash leaves
+// either no key or a whole one. Nothing here logs, and the types that carry
+// private material print redacted.
+package secrets

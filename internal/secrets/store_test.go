@@ -1,0 +1,230 @@
+package secrets
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func open(t *testing.T, state string) *Store {
+	t.Helper()
+	s, err := Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func needKeygen(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Skip("ssh-keygen not installed (Debian: openssh-client)")
+	}
+}
+
+func TestCluster(t *testing.T) {
+	needKeygen(t)
+	state := t.TempDir()
+	first, err := open(t, state).Cluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("munge key", func(t *testing.T) {
+		if len(first.MungeKey) != mungeKeyLen {
+			t.Errorf("munge key is %d bytes, want %d", len(first.MungeKey), mungeKeyLen)
+		}
+	})
+	t.Run("root key", func(t *testing.T) {
+		if first.Root.Type != KeyEd25519 || !strings.HasPrefix(first.Root.Public, "ssh-ed25519 ") {
+			t.Errorf("root key: %v", first.Root)
+		}
+		checkParses(t, first.Root)
+	})
+	t.Run("reused after reopen", func(t *testing.T) {
+		again, err := open(t, state).Cluster()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again.MungeKey, first.MungeKey) || again.Root != first.Root {
+			t.Error("second Open made new cluster secrets")
+		}
+	})
+	t.Run("modes", func(t *testing.T) { checkModes(t, filepath.Join(state, "secrets")) })
+}
+
+func TestHostKeys(t *testing.T) {
+	needKeygen(t)
+	state := t.TempDir()
+	s := open(t, state)
+	c1, err := s.HostKeys("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("one per type, parse with ssh-keygen", func(t *testing.T) {
+		if len(c1) != len(HostKeyTypes) {
+			t.Fatalf("%d keys, want %d", len(c1), len(HostKeyTypes))
+		}
+		for i, k := range c1 {
+			if k.Type != HostKeyTypes[i] {
+				t.Errorf("key %d is %s, want %s", i, k.Type, HostKeyTypes[i])
+			}
+			checkParses(t, k)
+		}
+	})
+	t.Run("reused after reopen", func(t *testing.T) {
+		again, err := open(t, state).HostKeys("c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(again) != fmt.Sprint(c1) || again[0].Private != c1[0].Private {
+			t.Error("host keys changed across Open")
+		}
+	})
+	t.Run("differ per node", func(t *testing.T) {
+		c2, err := s.HostKeys("c2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range c2 {
+			if c2[i].Private == c1[i].Private {
+				t.Errorf("c1 and c2 share their %s key", c2[i].Type)
+			}
+		}
+	})
+	t.Run("forget makes new ones", func(t *testing.T) {
+		if err := s.Forget("c1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Forget("c1"); err != nil {
+			t.Errorf("second Forget: %v", err)
+		}
+		fresh, err := s.HostKeys("c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fresh[0].Private == c1[0].Private {
+			t.Error("Forget kept the old key")
+		}
+	})
+	t.Run("modes", func(t *testing.T) { checkModes(t, filepath.Join(state, "secrets")) })
+}
+
+func TestBadNodeNames(t *testing.T) {
+	s := open(t, t.TempDir())
+	for _, name := range []string{"", "..", "../x", "a/b", "C1", ".hidden"} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := s.HostKeys(name); err == nil {
+				t.Error("HostKeys accepted it")
+			}
+			if err := s.Forget(name); err == nil {
+				t.Error("Forget accepted it")
+			}
+		})
+	}
+}
+
+func TestUnsafeModes(t *testing.T) {
+	needKeygen(t)
+	t.Run("directory", func(t *testing.T) {
+		state := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(state, "secrets"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(state, "secrets"), 0o755)
+		if _, err := Open(state); !errors.Is(err, ErrUnsafe) {
+			t.Errorf("Open: %v, want ErrUnsafe", err)
+		}
+	})
+	t.Run("munge key", func(t *testing.T) {
+		state := t.TempDir()
+		s := open(t, state)
+		if _, err := s.Cluster(); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(state, "secrets", "munge.key"), 0o644)
+		if _, err := s.Cluster(); !errors.Is(err, ErrUnsafe) {
+			t.Errorf("Cluster: %v, want ErrUnsafe", err)
+		}
+	})
+}
+
+func TestConcurrent(t *testing.T) {
+	needKeygen(t)
+	s := open(t, t.TempDir())
+	const n = 8
+	got := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := s.Cluster()
+			h, herr := s.HostKeys("c1")
+			if err != nil || herr != nil {
+				t.Error(err, herr)
+				return
+			}
+			got[i] = string(c.MungeKey) + c.Root.Private + h[0].Private
+		})
+	}
+	wg.Wait()
+	for i := 1; i < n; i++ {
+		if got[i] != got[0] {
+			t.Fatal("concurrent callers saw different secrets")
+		}
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	k := KeyPair{Type: KeyEd25519, Private: "PRIVATE", Public: "ssh-ed25519 AAAA"}
+	c := ClusterSecrets{MungeKey: []byte("MUNGESECRET"), Root: k}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		out := fmt.Sprintf(format, c) + fmt.Sprintf(format, k) + fmt.Sprintf(format, HostKeys{k})
+		if strings.Contains(out, "PRIVATE") || strings.Contains(out, "MUNGESECRET") {
+			t.Errorf("%s prints a secret: %s", format, out)
+		}
+	}
+}
+
+// checkParses has the real ssh-keygen derive the public key from the private
+// file, as sshd would read it.
+func checkParses(t *testing.T, k KeyPair) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(f, []byte(k.Private), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ssh-keygen", "-y", "-f", f).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh-keygen -y: %v: %s", err, out)
+	}
+	want := strings.Join(strings.Fields(k.Public)[:2], " ")
+	if got := strings.Join(strings.Fields(string(out))[:2], " "); got != want {
+		t.Errorf("ssh-keygen -y gives %q, the stored public key is %q", got, want)
+	}
+}
+
+// checkModes walks the store: directories 0700, files 0600, no leftovers.
+func checkModes(t *testing.T, dir string) {
+	t.Helper()
+	filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o600)
+		if fi.IsDir() {
+			want = 0o700
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %04o, want %04o", path, fi.Mode().Perm(), want)
+		}
+		if strings.HasPrefix(fi.Name(), ".") {
+			t.Errorf("%s: temporary file left behind", path)
+		}
+		return nil
+	})
+}
