@@ -17,6 +17,8 @@ import (
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/secrets"
+	"github.com/labcluster/gpucluster/overlays"
 )
 
 func testDaemon(t *testing.T) *daemon {
@@ -27,7 +29,12 @@ func testDaemon(t *testing.T) *daemon {
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log, started: time.Now()}
+	sec, err := secrets.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log, started: time.Now(),
+		secrets: sec, templates: overlays.FS}
 }
 
 func hw(s string) net.HardwareAddr {

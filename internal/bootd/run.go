@@ -3,6 +3,7 @@ package bootd
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -20,7 +21,10 @@ import (
 	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/neigh"
+	"github.com/labcluster/gpucluster/internal/secrets"
 	"github.com/labcluster/gpucluster/internal/tftpd"
+	"github.com/labcluster/gpucluster/overlays"
 )
 
 // daemon holds what the adapters share.
@@ -32,6 +36,10 @@ type daemon struct {
 	tftp    *tftpd.Server
 	log     logrus.FieldLogger
 	started time.Time
+	// neighbourMAC reads the neighbour table (a variable for tests).
+	neighbourMAC func(netip.Addr) (string, error)
+	secrets      *secrets.Store
+	templates    fs.FS // overlays/, embedded in the binary
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -69,6 +77,10 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	sec, err := secrets.Open(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	ipxeDir, err := config.FindIPXEDir(cfg.IPXEDir)
 	if err != nil {
 		return nil, err
@@ -78,7 +90,7 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 		return nil, err
 	}
 	return &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
-		tftp: tftp, log: log, started: time.Now()}, nil
+		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS}, nil
 }
 
 // lockStateDir makes the state directory private and takes an exclusive lock on it for the
@@ -156,7 +168,7 @@ func (d *daemon) serveHTTP(ctx context.Context) error {
 	}
 	mask, _ := netip.AddrFromSlice(d.cfg.Netmask())
 	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway},
-		machines{d}, files{d}, d.log.WithField("listener", "http"))
+		machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
 	return srv.Serve(ctx, ln)
 }
 

@@ -20,6 +20,7 @@ type Config struct {
 	Discovery Discovery
 	Master    MasterRole
 	Compute   ComputeRole
+	Slurm     Slurm
 
 	// origin remembers where Load found each value, so that Validate can
 	// point at the file's line. Nil for configs built in code.
@@ -66,6 +67,13 @@ type ComputeRole struct {
 	Version      string // "" = newest verified version
 }
 
+// Slurm are the cluster-wide Slurm settings bootd renders into every node's slurm.conf.
+type Slurm struct {
+	ClusterName   string
+	ProctrackType string // proctrack/cgroup; proctrack/linuxproc where cgroups are not available
+	TaskPlugin    string // task/cgroup,task/affinity; task/none where cgroups are not available
+}
+
 // Default returns the reference lab's configuration.
 func Default() Config {
 	return Config{
@@ -93,6 +101,7 @@ func Default() Config {
 			MaxNodes:     99,
 			Image:        "compute",
 		},
+		Slurm: Slurm{ClusterName: "lab", ProctrackType: "proctrack/cgroup", TaskPlugin: "task/cgroup,task/affinity"},
 	}
 }
 

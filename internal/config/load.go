@@ -125,7 +125,7 @@ func lookup(m map[string]any, k toml.Key) any {
 }
 
 // tables are the file's sections.
-var tables = []string{"ports", "network", "discovery", "master", "compute"}
+var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm"}
 
 // field decodes one key into a Config and reads it back.
 type field struct {
@@ -165,6 +165,10 @@ var fields = map[string]field{
 	"compute.max_nodes":     of(asInt, func(c *Config) *int { return &c.Compute.MaxNodes }),
 	"compute.image":         of(asString, func(c *Config) *string { return &c.Compute.Image }),
 	"compute.version":       of(asString, func(c *Config) *string { return &c.Compute.Version }),
+
+	"slurm.cluster_name":   of(asString, func(c *Config) *string { return &c.Slurm.ClusterName }),
+	"slurm.proctrack_type": of(asString, func(c *Config) *string { return &c.Slurm.ProctrackType }),
+	"slurm.task_plugin":    of(asString, func(c *Config) *string { return &c.Slurm.TaskPlugin }),
 }
 
 // of ties a decoder to the Config field at ptr.

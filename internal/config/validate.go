@@ -16,7 +16,7 @@ import (
 func (c Config) Validate(server netip.Addr) error {
 	checks := []func() error{
 		c.checkBasics, c.checkPorts, c.checkSubnet, c.checkNetwork,
-		c.checkDiscovery, c.checkCompute, c.checkMaster, c.checkOverlaps,
+		c.checkDiscovery, c.checkCompute, c.checkMaster, c.checkOverlaps, c.checkSlurm,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -301,4 +301,16 @@ func validDomain(s string) bool {
 		}
 	}
 	return true
+}
+
+// checkSlurm keeps the Slurm values to what one slurm.conf token can hold: they are written
+// into every node's slurm.conf.
+func (c Config) checkSlurm() error {
+	for key, v := range map[string]string{"slurm.cluster_name": c.Slurm.ClusterName,
+		"slurm.proctrack_type": c.Slurm.ProctrackType, "slurm.task_plugin": c.Slurm.TaskPlugin} {
+		if v == "" || strings.Trim(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/,.-") != "" {
+			return c.err(key, "%q is not a Slurm value (letters, digits and _ / , . - only)", v)
+		}
+	}
+	return nil
 }

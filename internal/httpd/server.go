@@ -67,15 +67,17 @@ type Server struct {
 	opts     Options
 	machines Machines
 	files    Files
+	nodes    Nodes
 	log      logrus.FieldLogger
 }
 
-// New returns the HTTP listener's handler set.
-func New(opts Options, m Machines, f Files, log logrus.FieldLogger) *Server {
+// New returns the HTTP listener's handler set. nodes may be nil: the node endpoints then
+// answer 404.
+func New(opts Options, m Machines, f Files, nodes Nodes, log logrus.FieldLogger) *Server {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 3 * time.Second
 	}
-	return &Server{opts: opts, machines: m, files: f, log: log}
+	return &Server{opts: opts, machines: m, files: f, nodes: nodes, log: log}
 }
 
 // Handler routes bootd's endpoints.
@@ -87,6 +89,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /images/{image}/{version}/{file}", s.imageFile)
 	mux.HandleFunc("GET /api/v1/nodes", s.inventory)
 	mux.HandleFunc("GET /api/v1/hello", s.hello)
+	if s.nodes != nil {
+		mux.HandleFunc("GET /api/v1/node/overlay", s.overlay)
+		mux.HandleFunc("POST /api/v1/node/hardware", s.hardware)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
 }

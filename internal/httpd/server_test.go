@@ -102,7 +102,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *fakeMachines) {
 	m := &fakeMachines{}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0"), Gateway: netip.MustParseAddr("10.80.0.254"), PollInterval: 3 * time.Second}, m, fakeFiles{t, dir}, log)
+	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0"), Gateway: netip.MustParseAddr("10.80.0.254"), PollInterval: 3 * time.Second}, m, fakeFiles{t, dir}, nil, log)
 	ts := httptest.NewServer(s.Handler()) // real loopback socket
 	t.Cleanup(ts.Close)
 	return ts, m
@@ -214,7 +214,7 @@ func TestRequests(t *testing.T) {
 }
 
 func TestUnsafeImageRefused(t *testing.T) {
-	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0")}, nil, nil, logrus.New())
+	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0")}, nil, nil, nil, logrus.New())
 	mac, _ := net.ParseMAC(assignedMAC)
 	for _, cmdline := range []string{"root=${evil}", "a\nshell", "x\x00y"} {
 		t.Run(fmt.Sprintf("%q", cmdline), func(t *testing.T) {
@@ -236,7 +236,7 @@ func FuzzRequestPath(f *testing.F) {
 		dir := t.TempDir()
 		log := logrus.New()
 		log.SetOutput(io.Discard)
-		s := New(Options{BaseURL: "http://x"}, &fakeMachines{}, fakeFiles{t, dir}, log)
+		s := New(Options{BaseURL: "http://x"}, &fakeMachines{}, fakeFiles{t, dir}, nil, log)
 		req, err := http.NewRequest(http.MethodGet, "http://x", nil)
 		if err != nil {
 			return

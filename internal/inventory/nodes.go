@@ -221,3 +221,22 @@ func splitNumber(s string) (string, int) {
 	n, _ := strconv.Atoi(s[i:])
 	return s[:i], n
 }
+
+// SetHardware records what node name reported about its hardware and marks it ready.
+func (s *Store) SetHardware(name string, hw Hardware) (Node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
+	if i < 0 {
+		return Node{}, fmt.Errorf("node %s: %w", name, ErrNotFound)
+	}
+	old := s.data
+	s.data.Nodes = slices.Clone(s.data.Nodes)
+	n := &s.data.Nodes[i]
+	n.Hardware, n.State, n.LastSeen = &hw, StateReady, s.now()
+	if err := s.save(); err != nil {
+		s.data = old
+		return Node{}, err
+	}
+	return *n, nil
+}

@@ -20,7 +20,25 @@ const (
 	StateAssigned State = "assigned" // named, not yet booted under its name
 	StateBooting  State = "booting"  // fetched its boot script under its name
 	StateUp       State = "up"       // reported itself from its static address
+	StateReady    State = "ready"    // reported its hardware (slurmd -C, GPUs): Slurm can use it
 )
+
+// Hardware is what a booted node reports about itself, as `slurmd -C` and nvidia-smi see it.
+type Hardware struct {
+	CPUs           int   `json:"cpus"`
+	Boards         int   `json:"boards"`
+	Sockets        int   `json:"sockets"`
+	CoresPerSocket int   `json:"cores_per_socket"`
+	ThreadsPerCore int   `json:"threads_per_core"`
+	RealMemoryMiB  int   `json:"real_memory_mib"`
+	GPUs           []GPU `json:"gpus,omitempty"`
+}
+
+// GPU is one GPU of a node.
+type GPU struct {
+	Type string `json:"type"` // e.g. rtx3090, as gres.conf names it
+	File string `json:"file"` // e.g. /dev/nvidia0
+}
 
 // Facts are what a machine's firmware (through iPXE) tells about itself.
 type Facts struct {
@@ -40,6 +58,7 @@ type Node struct {
 	Address    netip.Addr `json:"address"`
 	State      State      `json:"state"`
 	Facts      Facts      `json:"facts"`
+	Hardware   *Hardware  `json:"hardware,omitempty"`
 	FirstSeen  time.Time  `json:"first_seen"`
 	LastSeen   time.Time  `json:"last_seen"`
 	AssignedAt time.Time  `json:"assigned_at"`

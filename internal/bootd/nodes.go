@@ -1,0 +1,116 @@
+package bootd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/labcluster/gpucluster/internal/httpd"
+	"github.com/labcluster/gpucluster/internal/inventory"
+)
+
+// identify decides whether a request comes from a node, strongly enough to hand it secrets or
+// change its record (see SECURITY.md for what each check stops):
+//   - the source address is the node's static address,
+//   - the source port is privileged, so only root on that machine could have sent it,
+//   - the neighbour table holds the node's MAC for that address, so a host that merely took the
+//     address (with another MAC) is refused.
+func (d *daemon) identify(from netip.AddrPort) (inventory.Node, error) {
+	n, err := d.inv.NodeByAddress(from.Addr())
+	if err != nil {
+		return inventory.Node{}, fmt.Errorf("no node has address %s: %w", from.Addr(), httpd.ErrForbidden)
+	}
+	if from.Port() >= 1024 {
+		return inventory.Node{}, fmt.Errorf("request for %s's files from unprivileged port %d: %w", n.Name, from.Port(), httpd.ErrForbidden)
+	}
+	mac, err := d.neighbourMAC(from.Addr())
+	if err != nil || mac != n.MAC {
+		return inventory.Node{}, fmt.Errorf("request for %s's files from %s, whose MAC is %q, not %s: %w", n.Name, from.Addr(), mac, n.MAC, httpd.ErrForbidden)
+	}
+	return n, nil
+}
+
+// nodes serves booted nodes: their overlay and their hardware report.
+type nodes struct{ d *daemon }
+
+func (n nodes) ReportHardware(from netip.AddrPort, report []byte) (string, error) {
+	node, err := n.d.identify(from)
+	if err != nil {
+		return "", err
+	}
+	hw, err := parseHardware(report)
+	if err != nil {
+		return "", fmt.Errorf("hardware report of %s: %w: %w", node.Name, err, httpd.ErrInvalid)
+	}
+	_, err = n.d.inv.SetHardware(node.Name, hw)
+	return node.Name, err
+}
+
+// hardwareReport is what a node posts: the first line of `slurmd -C` and its GPUs' names as
+// `nvidia-smi --query-gpu=name --format=csv,noheader` prints them, in index order.
+type hardwareReport struct {
+	SlurmdC string   `json:"slurmd_c"`
+	GPUs    []string `json:"gpus"`
+}
+
+func parseHardware(report []byte) (inventory.Hardware, error) {
+	var r hardwareReport
+	dec := json.NewDecoder(bytes.NewReader(report))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return inventory.Hardware{}, err
+	}
+	hw, err := parseSlurmdC(r.SlurmdC)
+	if err != nil {
+		return hw, err
+	}
+	for i, name := range r.GPUs {
+		hw.GPUs = append(hw.GPUs, inventory.GPU{Type: gpuType(name), File: fmt.Sprintf("/dev/nvidia%d", i)})
+	}
+	return hw, nil
+}
+
+// parseSlurmdC reads "NodeName=c1 CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=4
+// ThreadsPerCore=2 RealMemory=15866".
+func parseSlurmdC(line string) (inventory.Hardware, error) {
+	var hw inventory.Hardware
+	fields := map[string]*int{"CPUs": &hw.CPUs, "Boards": &hw.Boards, "SocketsPerBoard": &hw.Sockets,
+		"CoresPerSocket": &hw.CoresPerSocket, "ThreadsPerCore": &hw.ThreadsPerCore, "RealMemory": &hw.RealMemoryMiB}
+	for _, kv := range strings.Fields(line) {
+		k, v, _ := strings.Cut(kv, "=")
+		if p, ok := fields[k]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return hw, fmt.Errorf("slurmd -C %s=%q is not a count", k, v)
+			}
+			*p = n
+		}
+	}
+	if hw.CPUs == 0 || hw.RealMemoryMiB == 0 {
+		return hw, errors.New("slurmd -C line lacks CPUs or RealMemory")
+	}
+	return hw, nil
+}
+
+// gpuType turns "NVIDIA GeForce RTX 3090" into "rtx3090", a gres type name.
+func gpuType(name string) string {
+	var b strings.Builder
+	for _, w := range strings.Fields(strings.ToLower(name)) {
+		if w == "nvidia" || w == "geforce" {
+			continue
+		}
+		for _, r := range w {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				b.WriteRune(r)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "gpu"
+	}
+	return b.String()
+}

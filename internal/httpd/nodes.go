@@ -1,0 +1,113 @@
+package httpd
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// OverlayFile is one file of a node's overlay.
+type OverlayFile struct {
+	Path     string
+	Mode     fs.FileMode
+	UID, GID int
+	Data     []byte
+}
+
+// Nodes is what the endpoints for booted nodes need. from is the request's source address and
+// port: the implementation decides whether they identify a node well enough for what is asked.
+type Nodes interface {
+	// Overlay returns the files of the node asking, secrets included.
+	Overlay(from netip.AddrPort) (node string, files []OverlayFile, err error)
+	// ReportHardware records the hardware report (JSON) of the node asking.
+	ReportHardware(from netip.AddrPort, report []byte) (node string, err error)
+}
+
+// maxReport bounds a hardware report: a slurmd -C line and a few GPU names.
+const maxReport = 64 << 10
+
+// overlay sends the asking node its files as a gzip tar with modes and numeric owners, for
+// `tar -xzpf - -C /` (or --numeric-owner) early at boot. Nothing of it is logged but names.
+func (s *Server) overlay(w http.ResponseWriter, r *http.Request) {
+	from, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		http.Error(w, "bad remote address", http.StatusBadRequest)
+		return
+	}
+	node, files, err := s.nodes.Overlay(netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
+	if err != nil {
+		s.refuse(w, r, err, "overlay")
+		return
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := writeTarGz(w, files); err != nil {
+		s.log.WithError(err).WithField("node", node).Warn("overlay not sent")
+		return
+	}
+	s.log.WithFields(logrus.Fields{"node": node, "files": len(files), "remote": r.RemoteAddr}).Info("sent node overlay")
+}
+
+func (s *Server) hardware(w http.ResponseWriter, r *http.Request) {
+	from, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		http.Error(w, "bad remote address", http.StatusBadRequest)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReport))
+	if err != nil {
+		http.Error(w, "report too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	node, err := s.nodes.ReportHardware(netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), body)
+	if err != nil {
+		s.refuse(w, r, err, "hardware report")
+		return
+	}
+	s.log.WithFields(logrus.Fields{"node": node, "remote": r.RemoteAddr}).Info("node reported its hardware")
+	fmt.Fprintln(w, "ok")
+}
+
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error, what string) {
+	switch {
+	case errors.Is(err, ErrForbidden):
+		s.log.WithError(err).WithField("remote", r.RemoteAddr).Warn(what + " refused")
+		http.Error(w, "forbidden", http.StatusForbidden)
+	case errors.Is(err, ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		s.log.WithError(err).WithField("remote", r.RemoteAddr).Error(what + " failed")
+		http.Error(w, "internal error", http.StatusInternalServerError)
+	}
+}
+
+// ErrInvalid is what Nodes wraps for a request that is malformed.
+var ErrInvalid = errors.New("invalid")
+
+// writeTarGz writes files in the order given, with fixed times: the same overlay gives the same bytes.
+func writeTarGz(w io.Writer, files []OverlayFile) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	for _, f := range files {
+		h := &tar.Header{Name: "." + f.Path, Mode: int64(f.Mode.Perm()), Uid: f.UID, Gid: f.GID,
+			Size: int64(len(f.Data)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
