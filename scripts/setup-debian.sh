@@ -9,6 +9,8 @@ packages=(
   linux-image-amd64 busybox-static   # kernel and userland of the test image
   cpio squashfs-tools                # image tooling
   dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild), repositories for tests, systemctl --root
+  slurm-wlm munge chrony openssh-client  # the real cluster daemons the rendered overlays are tested with; ssh-keygen for secrets
+  util-linux                         # nsenter, setpriv, unshare for the per-node namespaces
   dnsmasq                            # the baseline bootd is measured against
   iproute2 tcpdump procps            # namespaces, bridges, taps
 )
@@ -25,7 +27,8 @@ if ((${#missing[@]})); then
 fi
 
 # Debian's dnsmasq package starts a system-wide instance; the tests run their own in namespaces.
-systemctl disable --now dnsmasq >/dev/null 2>&1 || true
+# Likewise for the cluster daemons: tests start their own, one set per node namespace.
+systemctl disable --now dnsmasq munge slurmctld slurmd chrony >/dev/null 2>&1 || true
 
 if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
   echo "setup: Go is at /usr/local/go/bin; add it to PATH"

@@ -2,8 +2,10 @@ package bootd
 
 import (
 	"fmt"
+	"io/fs"
 	"net/netip"
 
+	"github.com/labcluster/gpucluster/internal/config"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/overlay"
@@ -16,13 +18,10 @@ func (n nodes) Overlay(from netip.AddrPort) (string, []httpd.OverlayFile, error)
 	if err != nil {
 		return "", nil, err
 	}
-	c, err := n.d.cluster()
+	all, _ := n.d.inv.Snapshot()
+	files, err := n.d.renderer().Render(all, node.Name)
 	if err != nil {
 		return "", nil, err
-	}
-	files, err := overlay.Render(n.d.templates, c, node.Name)
-	if err != nil {
-		return "", nil, fmt.Errorf("render %s's overlay: %w", node.Name, err)
 	}
 	out := make([]httpd.OverlayFile, len(files))
 	for i, f := range files {
@@ -31,18 +30,44 @@ func (n nodes) Overlay(from netip.AddrPort) (string, []httpd.OverlayFile, error)
 	return node.Name, out, nil
 }
 
+func (d *daemon) renderer() Renderer {
+	return Renderer{Config: d.cfg, Secrets: d.secrets, Templates: d.templates, BaseURL: d.baseURL()}
+}
+
+// Renderer renders node overlays exactly as the running daemon does, from the configuration,
+// the assigned nodes and the secrets store; tests that need a node's real files use it too.
+type Renderer struct {
+	Config    config.Config
+	Secrets   *secrets.Store
+	Templates fs.FS
+	BaseURL   string
+}
+
+// Render returns the files of node name, given every assigned node.
+func (r Renderer) Render(nodes []inventory.Node, name string) ([]overlay.File, error) {
+	c, err := r.cluster(nodes)
+	if err != nil {
+		return nil, err
+	}
+	files, err := overlay.Render(r.Templates, c, name)
+	if err != nil {
+		return nil, fmt.Errorf("render %s's overlay: %w", name, err)
+	}
+	return files, nil
+}
+
 // cluster is everything the overlay templates see: the assigned nodes, the network, the Slurm
 // settings and the secrets (Render hands each node only its own).
-func (d *daemon) cluster() (overlay.Cluster, error) {
-	nodes, _ := d.inv.Snapshot()
-	s, err := d.overlaySecrets(nodes)
+func (r Renderer) cluster(nodes []inventory.Node) (overlay.Cluster, error) {
+	s, err := r.overlaySecrets(nodes)
 	if err != nil {
 		return overlay.Cluster{}, err
 	}
+	cfg := r.Config
 	c := overlay.Cluster{
-		Name: d.cfg.Slurm.ClusterName, Domain: d.cfg.Network.Domain, Subnet: d.cfg.Network.Subnet,
-		Gateway: d.cfg.Network.Gateway, DNS: d.cfg.Network.DNS, BootdURL: d.baseURL(), Secrets: s,
-		Slurm: overlay.SlurmOptions{ProctrackType: d.cfg.Slurm.ProctrackType, TaskPlugin: d.cfg.Slurm.TaskPlugin, MaxNodeCount: d.cfg.Compute.MaxNodes},
+		Name: cfg.Slurm.ClusterName, Domain: cfg.Network.Domain, Subnet: cfg.Network.Subnet,
+		Gateway: cfg.Network.Gateway, DNS: cfg.Network.DNS, BootdURL: r.BaseURL, Secrets: s,
+		Slurm: overlay.SlurmOptions{ProctrackType: cfg.Slurm.ProctrackType, TaskPlugin: cfg.Slurm.TaskPlugin, MaxNodeCount: cfg.Compute.MaxNodes},
 	}
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, overlay.Node{Name: n.Name, Role: n.Role, Address: n.Address, MAC: n.MAC, Hardware: overlayHardware(n.Hardware)})
@@ -50,14 +75,14 @@ func (d *daemon) cluster() (overlay.Cluster, error) {
 	return c, nil
 }
 
-func (d *daemon) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error) {
-	cs, err := d.secrets.Cluster()
+func (r Renderer) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error) {
+	cs, err := r.Secrets.Cluster()
 	if err != nil {
 		return overlay.Secrets{}, err
 	}
 	s := overlay.Secrets{MungeKey: cs.MungeKey, RootPublicKey: cs.Root.Public, RootPrivateKey: cs.Root.Private, HostKeys: map[string]overlay.HostKeys{}}
 	for _, n := range nodes {
-		keys, err := d.secrets.HostKeys(n.Name)
+		keys, err := r.Secrets.HostKeys(n.Name)
 		if err != nil {
 			return overlay.Secrets{}, err
 		}

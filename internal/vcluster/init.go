@@ -1,0 +1,133 @@
+package vcluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// initEnv names the environment variable that turns this binary into a node's init: its value
+// is the path of the initSpec to apply.
+const initEnv = "VCLUSTER_NODE_INIT"
+
+// initReady is what init prints on stdout once the node's file systems are in place.
+const initReady = "vcluster-init-ready"
+
+// initSpec is what a node's init sets up inside its fresh mount and UTS namespaces.
+type initSpec struct {
+	Hostname string
+	Overlays []overlayMount // mounted over Target, lower layer the host's Target
+	Tmpfs    []string       // fresh tmpfs mounts (/run, /tmp)
+	Late     []File         // files and directories inside the tmpfs mounts
+}
+
+type overlayMount struct {
+	Target, Upper, Work string
+}
+
+func init() {
+	path := os.Getenv(initEnv)
+	if path == "" {
+		return
+	}
+	if err := runInit(path); err != nil {
+		fmt.Fprintf(os.Stderr, "vcluster init: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// runInit is PID 1 of a node: it mounts the node's view of the file system, sets the host
+// name, says it is ready, then reaps orphans until it is killed. When it dies the kernel kills
+// every other process of the node's PID namespace.
+func runInit(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var s initSpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if os.Getpid() != 1 {
+		return fmt.Errorf("not PID 1 of a new PID namespace (pid %d)", os.Getpid())
+	}
+	if err := setupMounts(&s); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	os.Unsetenv(initEnv)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	fmt.Println(initReady)
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(-1, &ws, 0, nil); err == unix.ECHILD {
+			// Nothing to reap yet: daemons that fork become our children later.
+			var ts = unix.NsecToTimespec(200e6)
+			_ = unix.Nanosleep(&ts, nil)
+		}
+	}
+}
+
+func setupMounts(s *initSpec) error {
+	// Nothing mounted here may reach the host's mount table.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	for _, o := range s.Overlays {
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", o.Target, o.Upper, o.Work)
+		if err := unix.Mount("overlay", o.Target, "overlay", 0, opts); err != nil {
+			return fmt.Errorf("mount overlay on %s (%s): %w", o.Target, opts, err)
+		}
+	}
+	for _, t := range s.Tmpfs {
+		if err := unix.Mount("tmpfs", t, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", t, err)
+		}
+		if t == "/tmp" {
+			if err := os.Chmod(t, 0o1777); err != nil {
+				return err
+			}
+		}
+	}
+	for _, f := range s.Late {
+		if err := writeFile("/", f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile writes f (a regular file, or a directory when f.Mode has fs.ModeDir) under root
+// with its mode and owner; missing parents become root-owned 0755 directories.
+func writeFile(root string, f File) error {
+	p := filepath.Join(root, f.Path)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if f.Mode.IsDir() {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+	} else {
+		// Written fresh: a file of the lower layer is replaced, never written through.
+		_ = os.Remove(p)
+		if err := os.WriteFile(p, f.Data, 0o600); err != nil {
+			return err
+		}
+	}
+	if err := os.Lchown(p, f.UID, f.GID); err != nil {
+		return err
+	}
+	return os.Chmod(p, f.Mode.Perm()|f.Mode&(os.ModeSticky|os.ModeSetuid|os.ModeSetgid))
+}

@@ -1,0 +1,234 @@
+package vcluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// NodeFiles is what one node receives: its name (the namespace and host name), its role
+// ("master", "compute", or "" for munge alone), its address on the bridge and its files.
+type NodeFiles struct {
+	Name, Role string
+	Addr       netip.Prefix
+	Files      []File
+}
+
+// Node is one running node.
+type Node struct {
+	Name, Role string
+	Addr       netip.Prefix
+	Dir        string // overlay layers, init spec and daemon logs
+
+	cluster *Cluster
+	veth    string // hub end of the node's link
+	netns   bool   // the network namespace is ours to delete
+	init    *exec.Cmd
+	initErr chan error
+	daemons []*daemon
+}
+
+// nodePath is PATH inside a node.
+const nodePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+func (n *Node) start(ctx context.Context, files []File) error {
+	n.Dir = filepath.Join(n.cluster.cfg.Dir, n.Name)
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return err
+	}
+	spec, err := stage("/", n.Dir, n.Name, n.cluster.cfg.Accounts, files)
+	if err != nil {
+		return err
+	}
+	if err := n.network(ctx); err != nil {
+		return err
+	}
+	if err := n.startInit(ctx, spec); err != nil {
+		return err
+	}
+	for _, u := range unitsFor(n.Role) {
+		if err := n.startUnit(ctx, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// network creates the node's namespace and links it to the hub's bridge as eth0.
+func (n *Node) network(ctx context.Context) error {
+	if err := run(ctx, "ip", "netns", "add", n.Name); err != nil {
+		return err
+	}
+	n.netns = true
+	hub := n.cluster.hub
+	steps := [][]string{
+		{"ip", "-n", hub.Name, "link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.Name},
+		{"ip", "-n", hub.Name, "link", "set", n.veth, "master", hub.Bridge, "up"},
+		{"ip", "-n", n.Name, "link", "set", "lo", "up"},
+		{"ip", "-n", n.Name, "addr", "add", n.Addr.String(), "dev", "eth0"},
+		{"ip", "-n", n.Name, "link", "set", "eth0", "up"},
+	}
+	for _, s := range steps {
+		if err := run(ctx, s...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startInit starts the node's PID 1 (this binary, see init.go) in the node's network namespace
+// and fresh PID, mount, UTS and IPC namespaces, and waits until it has mounted the node's files.
+func (n *Node) startInit(ctx context.Context, spec *initSpec) error {
+	specPath := filepath.Join(n.Dir, "init.json")
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(specPath, b, 0o600); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(n.Dir, "init.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	// nsenter, not "ip netns exec": that one remounts /sys, which hides the host's cgroup
+	// mounts slurmd's cgroup plugin insists on finding.
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+n.Name, "--", self)
+	cmd.Env = []string{nodePath, initEnv + "=" + specPath}
+	cmd.Stderr = logf
+	// Pdeathsig: a test binary killed without cleanups takes the node's processes with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start init: %w", err)
+	}
+	n.init = cmd
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		ok := false
+		for sc.Scan() {
+			if !ok && sc.Text() == initReady {
+				ok = true
+				ready <- true
+			}
+		}
+		if !ok {
+			ready <- false
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	n.initErr = make(chan error, 1)
+	go func() { n.initErr <- cmd.Wait() }()
+	select {
+	case ok := <-ready:
+		if !ok {
+			return fmt.Errorf("init failed: %s", tail(logf.Name(), 10))
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("init not ready: %w", ctx.Err())
+	case <-time.After(stepTimeout):
+		return fmt.Errorf("init not ready after %s: %s", stepTimeout, tail(logf.Name(), 10))
+	}
+}
+
+// Command returns a command that runs inside the node's namespaces (as root, in /, with a
+// clean environment). The caller may set Stdin, Stdout and Stderr.
+func (n *Node) Command(ctx context.Context, args ...string) *exec.Cmd {
+	ns := []string{"nsenter", "--target", strconv.Itoa(n.init.Process.Pid),
+		"--net", "--mount", "--uts", "--ipc", "--pid", "--"}
+	cmd := exec.CommandContext(ctx, ns[0], append(ns[1:], args...)...)
+	cmd.Env = []string{nodePath, "HOME=/root", "LANG=C", "USER=root", "LOGNAME=root"}
+	cmd.WaitDelay = stepTimeout
+	return cmd
+}
+
+// Run runs a command inside the node and returns its combined output; a failure's error
+// carries the output.
+func (n *Node) Run(ctx context.Context, args ...string) ([]byte, error) {
+	out, err := n.Command(ctx, args...).CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("%s: %s: %w: %s", n.Name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// Path returns the host path at which the node's own view of path can be read.
+func (n *Node) Path(path string) string {
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", n.init.Process.Pid), path)
+}
+
+// LogPath returns the log of a unit the node runs ("munge", "slurmctld", "slurmd").
+func (n *Node) LogPath(unit string) string {
+	return filepath.Join(n.Dir, unit+".log")
+}
+
+// close kills every process of the node (killing its init ends its PID namespace) and deletes
+// its network namespace, which takes the link to the hub with it.
+func (n *Node) close() error {
+	var errs []error
+	if n.init != nil && n.init.Process != nil {
+		_ = n.init.Process.Kill()
+		select {
+		case <-n.initErr:
+		case <-time.After(stepTimeout):
+			errs = append(errs, fmt.Errorf("vcluster: init of %s did not exit", n.Name))
+		}
+	}
+	for _, d := range n.daemons {
+		select {
+		case <-d.done:
+		case <-time.After(stepTimeout):
+			_ = d.cmd.Process.Kill()
+			errs = append(errs, fmt.Errorf("vcluster: %s on %s did not exit", d.unit, n.Name))
+		}
+	}
+	if n.netns {
+		if err := run(context.Background(), "ip", "netns", "delete", n.Name); err != nil {
+			errs = append(errs, err)
+		}
+		n.netns = false
+	}
+	return errors.Join(errs...)
+}
+
+// daemon is one unit's main process, started in the foreground through nsenter.
+type daemon struct {
+	unit, logPath string
+	cmd           *exec.Cmd
+	done          chan struct{}
+	err           error
+}
+
+func (d *daemon) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,135 @@
+package vcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// unit is a systemd service of the image, reduced to what starting it takes: the account it
+// runs as, its command in the foreground, the EnvironmentFile and variable its ExecStart
+// expands, and how to tell it is up.
+type unit struct {
+	name    string
+	user    string // "" is root
+	argv    []string
+	envFile string
+	envVar  string
+	ready   func(ctx context.Context, n *Node, d *daemon) error
+}
+
+var (
+	// munge.service: User=munge, ExecStart=/usr/sbin/munged $OPTIONS (-F keeps it in the
+	// foreground instead of Type=forking).
+	mungeUnit = unit{
+		name: "munge", user: "munge", argv: []string{"munged", "-F"},
+		envFile: "/etc/sysconfig/munge", envVar: "OPTIONS",
+		ready: func(ctx context.Context, n *Node, d *daemon) error {
+			return poll(ctx, d, 50, 100*time.Millisecond, func() bool {
+				st, err := os.Stat(n.Path("/run/munge/munge.socket.2"))
+				return err == nil && st.Mode()&os.ModeSocket != 0
+			})
+		},
+	}
+	// slurmctld.service: ExecStart=/usr/sbin/slurmctld -D -s $SLURMCTLD_OPTIONS.
+	slurmctldUnit = unit{
+		name: "slurmctld", argv: []string{"slurmctld", "-D", "-s"},
+		envFile: "/etc/sysconfig/slurmctld", envVar: "SLURMCTLD_OPTIONS",
+		ready: func(ctx context.Context, n *Node, d *daemon) error {
+			return poll(ctx, d, 60, 500*time.Millisecond, func() bool {
+				out, err := n.Run(ctx, "scontrol", "ping")
+				return err == nil && strings.Contains(string(out), "is UP")
+			})
+		},
+	}
+	// slurmd.service: ExecStart=/usr/sbin/slurmd -D -s $SLURMD_OPTIONS. It is up when the
+	// controller lists it: see Cluster.WaitIdle.
+	slurmdUnit = unit{
+		name: "slurmd", argv: []string{"slurmd", "-D", "-s"},
+		envFile: "/etc/sysconfig/slurmd", envVar: "SLURMD_OPTIONS",
+	}
+)
+
+// unitsFor returns the units a role enables, in start order.
+func unitsFor(role string) []unit {
+	switch role {
+	case "master":
+		return []unit{mungeUnit, slurmctldUnit}
+	case "compute":
+		return []unit{mungeUnit, slurmdUnit}
+	}
+	return []unit{mungeUnit}
+}
+
+// startUnit starts a unit's process in the node with its options from the node's own
+// EnvironmentFile, its output going to the unit's log, and waits until it is ready.
+func (n *Node) startUnit(ctx context.Context, u unit) error {
+	argv := append([]string(nil), u.argv...)
+	if b, err := os.ReadFile(n.Path(u.envFile)); err == nil {
+		env, err := parseEnvFile(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", u.envFile, err)
+		}
+		words, err := splitWords(env[u.envVar])
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", u.envFile, u.envVar, err)
+		}
+		argv = append(argv, words...)
+	} else if !os.IsNotExist(err) {
+		return err
+	}
+	if u.user != "" {
+		argv = append([]string{"setpriv", "--reuid=" + u.user, "--regid=" + u.user, "--init-groups", "--"}, argv...)
+	}
+	logf, err := os.OpenFile(n.LogPath(u.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "vcluster: %s: %s\n", n.Name, strings.Join(argv, " "))
+	// Not tied to ctx: the daemon lives until the node is closed (its init killed).
+	cmd := n.Command(context.Background(), argv...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", u.name, err)
+	}
+	d := &daemon{unit: u.name, logPath: logf.Name(), cmd: cmd, done: make(chan struct{})}
+	go func() {
+		d.err = cmd.Wait()
+		close(d.done)
+	}()
+	n.cluster.mu.Lock()
+	n.daemons = append(n.daemons, d)
+	n.cluster.mu.Unlock()
+	if u.ready == nil {
+		return nil
+	}
+	if err := u.ready(ctx, n, d); err != nil {
+		return fmt.Errorf("%s not ready: %w\n%s", u.name, err, tail(d.logPath, 15))
+	}
+	if d.exited() {
+		return fmt.Errorf("%s exited: %v\n%s", u.name, d.err, tail(d.logPath, 15))
+	}
+	return nil
+}
+
+// poll calls ok up to tries times, every interval, until it returns true; bounded by ctx, and
+// given up as soon as the daemon exits.
+func poll(ctx context.Context, d *daemon, tries int, interval time.Duration, ok func() bool) error {
+	for i := 0; i < tries; i++ {
+		if ok() {
+			return nil
+		}
+		if d.exited() {
+			return fmt.Errorf("exited: %v", d.err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+	return fmt.Errorf("not ready after %d tries, %s apart", tries, interval)
+}
