@@ -115,3 +115,17 @@ func TestOverlayGoesToItsNode(t *testing.T) {
 		}
 	}
 }
+
+func TestOverlayBeforeTheMasterIsAssigned(t *testing.T) {
+	d := testDaemon(t)
+	nodes := []inventory.Node{{Name: "c1", Role: "compute", Address: netip.MustParseAddr("10.80.0.101"), MAC: "52:54:00:00:00:02"}}
+	files, err := d.renderer().Render(nodes, "c1")
+	if err != nil {
+		t.Fatalf("c1's overlay with no master assigned yet: %v", err)
+	}
+	for _, f := range files {
+		if f.Path == "/etc/hosts" && !strings.Contains(string(f.Data), "10.80.0.100") {
+			t.Fatalf("c1's /etc/hosts lacks the planned master:\n%s", f.Data)
+		}
+	}
+}

@@ -45,7 +45,7 @@ type Renderer struct {
 
 // Render returns the files of node name, given every assigned node.
 func (r Renderer) Render(nodes []inventory.Node, name string) ([]overlay.File, error) {
-	c, err := r.cluster(nodes)
+	c, err := r.cluster(r.withMaster(nodes))
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +73,19 @@ func (r Renderer) cluster(nodes []inventory.Node) (overlay.Cluster, error) {
 		c.Nodes = append(c.Nodes, overlay.Node{Name: n.Name, Role: n.Role, Address: n.Address, MAC: n.MAC, Hardware: overlayHardware(n.Hardware)})
 	}
 	return c, nil
+}
+
+// withMaster adds the master as the configuration places it when no machine is assigned to it
+// yet: computes may boot first, and their Slurm, chrony and NFS settings point at the master's
+// name and address, which do not depend on its hardware.
+func (r Renderer) withMaster(nodes []inventory.Node) []inventory.Node {
+	for _, n := range nodes {
+		if n.Role == overlay.RoleMaster {
+			return nodes
+		}
+	}
+	m := inventory.Node{Name: r.Config.Master.Name, Role: overlay.RoleMaster, Address: r.Config.Master.Address}
+	return append([]inventory.Node{m}, nodes...)
 }
 
 func (r Renderer) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error) {

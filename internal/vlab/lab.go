@@ -32,6 +32,7 @@ type Lab struct {
 	closed  bool
 	procs   []*Process
 	taps    []string
+	hosts   []string // namespaces of the hosts (AddHost)
 	nextTap int
 }
 
@@ -113,6 +114,13 @@ func (l *Lab) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	for _, h := range l.hosts {
+		// Deleting a host's namespace deletes its veth pair too.
+		_ = killNetns(ctx, h)
+		if err := run(ctx, "ip", "netns", "delete", h); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	l.killStragglers(ctx)
 	if err := run(ctx, "ip", "netns", "delete", l.Name); err != nil {
 		errs = append(errs, err)
@@ -125,10 +133,13 @@ func (l *Lab) Close() error {
 
 // killStragglers kills whatever still runs in the namespace (children that
 // left our process groups); the namespace is ours, so its processes are too.
-func (l *Lab) killStragglers(ctx context.Context) {
-	out, err := exec.CommandContext(ctx, "ip", "netns", "pids", l.Name).Output()
+func (l *Lab) killStragglers(ctx context.Context) { _ = killNetns(ctx, l.Name) }
+
+// killNetns kills every process in network namespace ns.
+func killNetns(ctx context.Context, ns string) error {
+	out, err := exec.CommandContext(ctx, "ip", "netns", "pids", ns).Output()
 	if err != nil {
-		return
+		return err
 	}
 	for _, f := range strings.Fields(string(out)) {
 		var pid int
@@ -136,6 +147,7 @@ func (l *Lab) killStragglers(ctx context.Context) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	return nil
 }
 
 // track registers a process for Close; it refuses once the lab is closed.

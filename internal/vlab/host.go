@@ -1,0 +1,51 @@
+package vlab
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+)
+
+// Host is a plain machine on the lab's segment: its own network namespace with one interface,
+// eth0, cabled to the lab's bridge. Tests use hosts where a whole VM is not needed (a DHCP
+// client, an impostor).
+type Host struct {
+	Name string // the namespace: <lab>-<name>
+	lab  *Lab
+}
+
+// AddHost creates a host with MAC mac on the lab's bridge; Close removes it.
+func (l *Lab) AddHost(ctx context.Context, name string, mac net.HardwareAddr) (*Host, error) {
+	l.mu.Lock()
+	h := &Host{Name: l.Name + "-" + name, lab: l}
+	peer := fmt.Sprintf("h%d", l.nextTap)
+	l.nextTap++
+	l.hosts = append(l.hosts, h.Name)
+	l.mu.Unlock()
+	steps := [][]string{
+		{"ip", "netns", "add", h.Name},
+		{"ip", "-n", h.Name, "link", "set", "lo", "up"},
+		{"ip", "-n", h.Name, "link", "add", "eth0", "address", mac.String(), "type", "veth", "peer", "name", peer, "netns", l.Name},
+		{"ip", "-n", h.Name, "link", "set", "eth0", "up"},
+		{"ip", "-n", l.Name, "link", "set", peer, "master", l.Bridge},
+		{"ip", "-n", l.Name, "link", "set", peer, "up"},
+	}
+	for _, s := range steps {
+		if err := run(ctx, s[0], s[1:]...); err != nil {
+			return nil, fmt.Errorf("vlab: host %s: %w", name, err)
+		}
+	}
+	return h, nil
+}
+
+// Command runs a command inside the host.
+func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.Name, name}, args...)...)
+}
+
+// Run runs a command inside the host and returns its combined output.
+func (h *Host) Run(ctx context.Context, name string, args ...string) (string, error) {
+	out, err := h.Command(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}
