@@ -15,9 +15,10 @@ import (
 
 const nodesHelp = `Usage: bootd nodes [--json]
 
-Shows the assigned nodes (name, role, MAC, address, state, last seen) and the machines waiting
-to be named (MAC, vendor/model, serial, first and last seen). States: assigned (named, not yet
-booted as such), booting (fetched its boot script), up (reported itself from its address).
+Shows the assigned nodes (name, role, MAC, address, state, hardware, last seen) and the machines
+waiting to be named (MAC, vendor/model, serial, first and last seen). A node's states, in order:
+assigned (named, not yet booted as such), booting (fetched its boot script), up (reported itself
+from its address), ready (reported its hardware: CPUs, memory, GPUs, as Slurm will see them).
 `
 
 func runNodes(args []string) error {
@@ -51,9 +52,9 @@ func runNodes(args []string) error {
 
 func printNodes(w io.Writer, r ctl.NodesReply, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tLAST SEEN\n")
+	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tHARDWARE\tLAST SEEN\n")
 	for _, n := range r.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, ago(n.LastSeen, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, hardware(n.Hardware), ago(n.LastSeen, now))
 	}
 	if len(r.Nodes) == 0 {
 		fmt.Fprintf(tw, "(none)\n")
@@ -86,6 +87,18 @@ func ago(t, now time.Time) string {
 func orDash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	return s
+}
+
+// hardware summarises a node's report: "8 CPUs, 15.5 GiB, 2 GPUs (rtx3090)".
+func hardware(hw *inventory.Hardware) string {
+	if hw == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%d CPUs, %.1f GiB", hw.CPUs, float64(hw.RealMemoryMiB)/1024)
+	if len(hw.GPUs) > 0 {
+		s += fmt.Sprintf(", %d GPUs (%s)", len(hw.GPUs), hw.GPUs[0].Type)
 	}
 	return s
 }
