@@ -72,7 +72,24 @@ func (r Renderer) cluster(nodes []inventory.Node) (overlay.Cluster, error) {
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, overlay.Node{Name: n.Name, Role: n.Role, Address: n.Address, MAC: n.MAC, Hardware: overlayHardware(n.Hardware)})
 	}
+	c.Planned = r.plan()
 	return c, nil
+}
+
+// plan is every node the configuration can place: the master and c1..c<max_nodes>.
+func (r Renderer) plan() []overlay.Node {
+	cfg := r.Config
+	names := []string{cfg.Master.Name}
+	for i := 1; i <= cfg.Compute.MaxNodes; i++ {
+		names = append(names, fmt.Sprintf("%s%d", cfg.Compute.Prefix, i))
+	}
+	var plan []overlay.Node
+	for _, name := range names {
+		if p, err := cfg.Place(name); err == nil {
+			plan = append(plan, overlay.Node{Name: p.Name, Role: p.Role, Address: p.Address})
+		}
+	}
+	return plan
 }
 
 // withMaster adds the master as the configuration places it when no machine is assigned to it

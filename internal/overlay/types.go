@@ -47,6 +47,9 @@ type Cluster struct {
 	DNS      []netip.Addr
 	BootdURL string // e.g. http://10.80.0.1
 	Nodes    []Node // every assigned node, master included
+	// Planned is every name the configuration places, assigned or not (master, c1..cN), so
+	// /etc/hosts on a node booted today resolves a node assigned tomorrow. Empty: Nodes.
+	Planned []Node
 	Slurm    SlurmOptions
 	Secrets  Secrets
 }
