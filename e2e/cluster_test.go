@@ -115,10 +115,10 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("c4 idle %s after it started", time.Since(start).Round(100*time.Millisecond))
-		// The master still has the files rendered before c4 existed: c4 is not even in its
-		// /etc/hosts; slurmctld reaches c4 at the address it registered from.
-		if hosts, err := os.ReadFile(master.Path("/etc/hosts")); err != nil || strings.Contains(string(hosts), "c4") {
-			t.Errorf("master's /etc/hosts changed (%v):\n%s", err, hosts)
+		// The master still has the files rendered before c4 existed: its /etc/hosts knows c4 from
+		// the address plan, and slurmctld reaches c4 at the address it registered from.
+		if hosts, err := os.ReadFile(master.Path("/etc/hosts")); err != nil || !strings.Contains(string(hosts), "10.80.0.104") {
+			t.Errorf("master's /etc/hosts does not resolve c4 (%v):\n%s", err, hosts)
 		}
 		if out, err := master.Run(ctx, "scontrol", "show", "node", "c4"); err == nil {
 			for _, f := range strings.Fields(string(out)) {
@@ -129,6 +129,42 @@ func TestCluster(t *testing.T) {
 		}
 		srunHostnames(ctx, t, master, nil, "c1", "c2", "c3", "c4")
 	})
+
+	// Root on the master reaches every node by name over SSH without a password, with strict
+	// host key checking: c1..c3 through the keys in its known_hosts and the host CA, c4 (assigned
+	// after the master's files were rendered) through the host CA alone. pdsh fans out the same.
+	t.Run("ssh and pdsh from the master", func(t *testing.T) {
+		for _, name := range []string{"c1", "c2", "c3", "c4"} {
+			startSSHD(ctx, t, name, c.Node(name))
+		}
+		out, err := master.Run(ctx, "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10", "c4", "hostname")
+		if err != nil || strings.TrimSpace(string(out)) != "c4" {
+			t.Fatalf("ssh c4 hostname: %v\n%s", err, out)
+		}
+		out, err = master.Run(ctx, "pdsh", "-R", "ssh", "-w", "c[1-4]", "hostname")
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		slices.Sort(lines)
+		if want := []string{"c1: c1", "c2: c2", "c3: c3", "c4: c4"}; err != nil || !slices.Equal(lines, want) {
+			t.Fatalf("pdsh -w c[1-4] hostname: %v\n%s\nwant %q", err, out, want)
+		}
+		t.Logf("pdsh -R ssh -w c[1-4] hostname:\n%s", out)
+	})
+}
+
+// startSSHD starts the node's sshd (it daemonizes into the node's PID namespace, whose end
+// stops it) and waits until it accepts connections.
+func startSSHD(ctx context.Context, t *testing.T, name string, n *vcluster.Node) {
+	t.Helper()
+	if out, err := n.Run(ctx, "sh", "-c", "mkdir -p /run/sshd && /usr/sbin/sshd -E /var/log/sshd.log"); err != nil {
+		t.Fatalf("sshd on %s: %v\n%s", name, err, out)
+	}
+	for i := 0; i < 50; i++ {
+		if out, err := n.Run(ctx, "ss", "-Hltn", "sport", "=", ":22"); err == nil && len(strings.TrimSpace(string(out))) > 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("sshd on %s does not listen", name)
 }
 
 // srunHostnames runs `srun -N<len(want)> hostname` on the master and checks that each node

@@ -9,7 +9,7 @@ packages=(
   linux-image-amd64 busybox-static   # kernel and userland of the test image
   cpio squashfs-tools                # image tooling
   dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild), repositories for tests, systemctl --root
-  slurm-wlm munge chrony openssh-client  # the real cluster daemons the rendered overlays are tested with; ssh-keygen for secrets
+  slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with
   util-linux                         # nsenter, setpriv, unshare for the per-node namespaces
   dnsmasq                            # the baseline bootd is measured against
   iproute2 tcpdump procps            # namespaces, bridges, taps

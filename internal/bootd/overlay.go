@@ -110,9 +110,10 @@ func (r Renderer) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error
 	if err != nil {
 		return overlay.Secrets{}, err
 	}
-	s := overlay.Secrets{MungeKey: cs.MungeKey, RootPublicKey: cs.Root.Public, RootPrivateKey: cs.Root.Private, HostKeys: map[string]overlay.HostKeys{}}
+	s := overlay.Secrets{MungeKey: cs.MungeKey, RootPublicKey: cs.Root.Public, RootPrivateKey: cs.Root.Private,
+		HostKeys: map[string]overlay.HostKeys{}, HostCAPublic: cs.HostCA.Public}
 	for _, n := range nodes {
-		keys, err := r.Secrets.HostKeys(n.Name)
+		keys, err := r.Secrets.HostKeys(n.Name, r.principals(n)...)
 		if err != nil {
 			return overlay.Secrets{}, err
 		}
@@ -121,10 +122,19 @@ func (r Renderer) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error
 	return s, nil
 }
 
+// principals are the names a node's host certificate is valid for: the ones SSH clients use.
+func (r Renderer) principals(n inventory.Node) []string {
+	p := []string{n.Name}
+	if d := r.Config.Network.Domain; d != "" {
+		p = append(p, n.Name+"."+d)
+	}
+	return append(p, n.Address.String())
+}
+
 func hostKeys(keys secrets.HostKeys) overlay.HostKeys {
 	out := make(overlay.HostKeys, len(keys))
 	for i, k := range keys {
-		out[i] = overlay.HostKey{Type: string(k.Type), Private: k.Private, Public: k.Public}
+		out[i] = overlay.HostKey{Type: string(k.Type), Private: k.Private, Public: k.Public, Cert: k.Cert}
 	}
 	return out
 }

@@ -18,6 +18,9 @@ func funcs(v view) template.FuncMap {
 		"hostPrivate": func(typ string) (string, error) { return hostKey(v, v.Node.Name, typ, true) },
 		"hostPublic":  func(typ string) (string, error) { return hostKey(v, v.Node.Name, typ, false) },
 		"hostKeys":    func(n Node) (HostKeys, error) { return publicOnly(v.Cluster.Secrets.HostKeys, n.Name) },
+		"hostCert":    func(typ string) (string, error) { return hostCert(v, typ) },
+		"hostCA":      func() (string, error) { return nonEmpty("host CA public key", v.Cluster.Secrets.HostCAPublic) },
+		"caPatterns":  func() string { return caPatterns(v) },
 		"mungeKey":    func() (string, error) { return mungeKey(v) },
 		"rootPrivate": func() (string, error) { return rootPrivate(v) },
 		"rootPublic":  func() (string, error) { return nonEmpty("root public key", v.Cluster.Secrets.RootPublicKey) },
@@ -139,4 +142,28 @@ func join(sep string, addrs []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, sep)
+}
+
+// hostCert is the rendered node's certificate for its typ host key.
+func hostCert(v view, typ string) (string, error) {
+	for _, k := range v.Cluster.Secrets.HostKeys[v.Node.Name] {
+		if k.Type == typ {
+			return nonEmpty(typ+" host certificate of "+v.Node.Name, k.Cert)
+		}
+	}
+	return "", fmt.Errorf("no %s host key for %s", typ, v.Node.Name)
+}
+
+// caPatterns are the hosts the host CA vouches for in known_hosts: every name and address of
+// the address plan (or of the assigned nodes), not "*": the CA speaks for the cluster only.
+func caPatterns(v view) string {
+	nodes := v.Cluster.Planned
+	if len(nodes) == 0 {
+		nodes = v.Nodes
+	}
+	var pats []string
+	for _, n := range nodes {
+		pats = append(pats, hostList(v.Cluster.Domain, n))
+	}
+	return strings.Join(pats, ",")
 }

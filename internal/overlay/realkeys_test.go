@@ -27,7 +27,7 @@ func TestRealKeysStayHome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Secrets = Secrets{MungeKey: cs.MungeKey, RootPublicKey: cs.Root.Public, RootPrivateKey: cs.Root.Private,
+	c.Secrets = Secrets{MungeKey: cs.MungeKey, RootPublicKey: cs.Root.Public, RootPrivateKey: cs.Root.Private, HostCAPublic: cs.HostCA.Public,
 		HostKeys: map[string]HostKeys{}}
 	for _, n := range c.Nodes {
 		keys, err := store.HostKeys(n.Name)
@@ -35,7 +35,7 @@ func TestRealKeysStayHome(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range keys {
-			c.Secrets.HostKeys[n.Name] = append(c.Secrets.HostKeys[n.Name], HostKey{Type: string(k.Type), Private: k.Private, Public: k.Public})
+			c.Secrets.HostKeys[n.Name] = append(c.Secrets.HostKeys[n.Name], HostKey{Type: string(k.Type), Private: k.Private, Public: k.Public, Cert: k.Cert})
 		}
 	}
 	c2 := render(t, c, "c2")

@@ -31,6 +31,7 @@ func fakeHostKeys(node string) HostKeys {
 			Type:    t,
 			Private: fmt.Sprintf("-----BEGIN OPENSSH PRIVATE KEY-----\nHOST-PRIVATE-%s-%s\n-----END OPENSSH PRIVATE KEY-----\n", node, t),
 			Public:  fmt.Sprintf("ssh-%s HOST-PUBLIC-%s-%s root@%s", t, node, t, node),
+			Cert:    fmt.Sprintf("ssh-%s-cert-v01@openssh.com HOST-CERT-%s-%s", t, node, t),
 		})
 	}
 	return keys
@@ -58,6 +59,7 @@ func reference() Cluster {
 		Secrets: Secrets{
 			MungeKey:       bytes.Repeat([]byte("MUNGE-KEY-"), 100),
 			RootPublicKey:  "ssh-ed25519 ROOT-PUBLIC root@lab",
+			HostCAPublic:   "ssh-ed25519 HOST-CA-PUBLIC host-ca@cluster",
 			RootPrivateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nROOT-PRIVATE\n-----END OPENSSH PRIVATE KEY-----\n",
 			HostKeys:       map[string]HostKeys{},
 		},

@@ -50,8 +50,8 @@ type Cluster struct {
 	// Planned is every name the configuration places, assigned or not (master, c1..cN), so
 	// /etc/hosts on a node booted today resolves a node assigned tomorrow. Empty: Nodes.
 	Planned []Node
-	Slurm    SlurmOptions
-	Secrets  Secrets
+	Slurm   SlurmOptions
+	Secrets Secrets
 }
 
 // SlurmOptions are the Slurm settings a site may change. Zero fields take the
@@ -78,6 +78,9 @@ type Secrets struct {
 	RootPublicKey  string // one authorized_keys line
 	RootPrivateKey string // OpenSSH format
 	HostKeys       map[string]HostKeys
+	// HostCAPublic is the host CA's public key: known_hosts trusts every certificate it signed,
+	// so a node knows the host keys of nodes assigned after it booted.
+	HostCAPublic string
 }
 
 // HostKeys are one node's SSH host keys.
@@ -89,6 +92,7 @@ type HostKey struct {
 	Type    string // ed25519, ecdsa, rsa: as in ssh_host_<type>_key
 	Private string
 	Public  string
+	Cert    string // Public signed by the host CA (ssh_host_<type>_key-cert.pub)
 }
 
 // File is one rendered file.

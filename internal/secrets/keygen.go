@@ -74,3 +74,53 @@ func parsePair(typ KeyType, priv, pub []byte) (KeyPair, error) {
 	}
 	return KeyPair{Type: typ, Private: p, Public: q}, nil
 }
+
+// hostCert returns the certificate of dir/name.pub, signing it with the host CA when there is
+// none yet or when it was made for other principals (recorded beside it).
+func (s *Store) hostCert(dir, name, node string, principals []string) (string, error) {
+	certPath, listPath := filepath.Join(dir, name+"-cert.pub"), filepath.Join(dir, name+"-cert.principals")
+	want := strings.Join(principals, ",")
+	if list, err := os.ReadFile(listPath); err == nil && string(list) == want {
+		if cert, err := os.ReadFile(certPath); err == nil {
+			return strings.TrimSpace(string(cert)), nil
+		}
+	}
+	cert, err := signHostKey(s.dir, filepath.Join(s.dir, hostCAName), filepath.Join(dir, name+".pub"), node, want)
+	if err != nil {
+		return "", err
+	}
+	if err := writeAtomic(certPath, []byte(cert+"\n")); err != nil {
+		return "", err
+	}
+	return cert, writeAtomic(listPath, []byte(want))
+}
+
+// signHostKey runs ssh-keygen -s on a copy of pub in a private temporary directory (ssh-keygen
+// writes the certificate beside its input). Host certificates never expire: a node's key
+// changes only through Forget, which removes the certificate with it.
+func signHostKey(tmpRoot, ca, pub, node, principals string) (string, error) {
+	dir, err := os.MkdirTemp(tmpRoot, ".sign-")
+	if err != nil {
+		return "", fmt.Errorf("secrets: sign host key: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	data, err := os.ReadFile(pub)
+	if err != nil {
+		return "", fmt.Errorf("secrets: sign host key: %w", err)
+	}
+	in := filepath.Join(dir, "key.pub")
+	if err := os.WriteFile(in, data, 0o600); err != nil {
+		return "", fmt.Errorf("secrets: sign host key: %w", err)
+	}
+	cmd := exec.Command("ssh-keygen", "-q", "-s", ca, "-h", "-I", node, "-n", principals, "-V", "always:forever", in)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("secrets: ssh-keygen -s: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	cert, err := os.ReadFile(filepath.Join(dir, "key-cert.pub"))
+	if err != nil {
+		return "", fmt.Errorf("secrets: sign host key: %w", err)
+	}
+	return strings.TrimSpace(string(cert)), nil
+}

@@ -54,12 +54,24 @@ func (s *Store) Cluster() (ClusterSecrets, error) {
 	if err != nil {
 		return ClusterSecrets{}, err
 	}
-	return ClusterSecrets{MungeKey: munge, Root: root}, nil
+	ca, err := s.hostCA()
+	if err != nil {
+		return ClusterSecrets{}, err
+	}
+	return ClusterSecrets{MungeKey: munge, Root: root, HostCA: ca}, nil
+}
+
+// hostCAName is the host CA's key file in the store.
+const hostCAName = "host_ca_ed25519"
+
+func (s *Store) hostCA() (KeyPair, error) {
+	return s.keyPair(s.dir, hostCAName, KeyEd25519, "host-ca@cluster")
 }
 
 // HostKeys returns node's SSH host keys, one per HostKeyTypes entry, making
-// the missing ones on first use.
-func (s *Store) HostKeys(node string) (HostKeys, error) {
+// the missing ones on first use, each with a certificate from the host CA
+// valid for principals (default: the node's name).
+func (s *Store) HostKeys(node string, principals ...string) (HostKeys, error) {
 	dir, err := s.nodeDir(node)
 	if err != nil {
 		return nil, err
@@ -69,9 +81,19 @@ func (s *Store) HostKeys(node string) (HostKeys, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("secrets: host keys of %s: %w", node, err)
 	}
+	if _, err := s.hostCA(); err != nil {
+		return nil, err
+	}
+	if len(principals) == 0 {
+		principals = []string{node}
+	}
 	keys := make(HostKeys, 0, len(HostKeyTypes))
 	for _, t := range HostKeyTypes {
-		k, err := s.keyPair(dir, "ssh_host_"+string(t)+"_key", t, "root@"+node)
+		name := "ssh_host_" + string(t) + "_key"
+		k, err := s.keyPair(dir, name, t, "root@"+node)
+		if err == nil {
+			k.Cert, err = s.hostCert(dir, name, node, principals)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("secrets: host keys of %s: %w", node, err)
 		}

@@ -228,3 +228,44 @@ func checkModes(t *testing.T, dir string) {
 		return nil
 	})
 }
+
+func TestHostCertificates(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.HostKeys("c4", "c4", "10.80.0.104")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Cluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		t.Run(string(k.Type), func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "cert.pub")
+			if err := os.WriteFile(f, []byte(k.Cert+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command("ssh-keygen", "-L", "-f", f).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ssh-keygen -L: %v\n%s", err, out)
+			}
+			caFingerprint, _ := exec.Command("sh", "-c", "echo '"+cs.HostCA.Public+"' | ssh-keygen -lf - | cut -d' ' -f2").Output()
+			for _, want := range []string{"host certificate", "c4", "10.80.0.104", "forever", strings.TrimSpace(string(caFingerprint))} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("certificate lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+	again, err := s.HostKeys("c4", "c4", "10.80.0.104")
+	if err != nil || again[0].Cert != keys[0].Cert {
+		t.Fatalf("second call re-signed the certificate (%v)", err)
+	}
+	other, err := s.HostKeys("c4", "c4", "c4.lab", "10.80.0.104")
+	if err != nil || other[0].Cert == keys[0].Cert {
+		t.Fatalf("new principals kept the old certificate (%v)", err)
+	}
+}

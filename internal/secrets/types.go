@@ -26,6 +26,9 @@ type KeyPair struct {
 	Type    KeyType
 	Private string
 	Public  string
+	// Cert is the public key signed by the cluster's host CA (host keys only): clients that
+	// trust the CA trust every node, including nodes assigned after they booted.
+	Cert string
 }
 
 // String prints the public half only, so a stray log line leaks nothing.
@@ -44,11 +47,14 @@ type ClusterSecrets struct {
 	// Root is root's key pair: its private half stays on the master, its
 	// public half is authorized on every node.
 	Root KeyPair
+	// HostCA signs every node's host keys; its public half is the one line of known_hosts
+	// that vouches for all nodes. Its private half never leaves the state directory.
+	HostCA KeyPair
 }
 
 // String redacts the munge key.
 func (c ClusterSecrets) String() string {
-	return fmt.Sprintf("munge key (%d bytes, redacted), root %v", len(c.MungeKey), c.Root)
+	return fmt.Sprintf("munge key (%d bytes, redacted), root %v, host CA %v", len(c.MungeKey), c.Root, c.HostCA)
 }
 
 // GoString is String, for %#v.
