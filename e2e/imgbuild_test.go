@@ -159,6 +159,10 @@ func TestImgbuild(t *testing.T) {
 			"/etc/sysconfig/slurmd": "--conf-server master",
 			"/etc/passwd":           "slurm:x:901:901:",
 		}, []string{"/etc/systemd/system/multi-user.target.wants/slurmd.service", "/etc/systemd/system/multi-user.target.wants/munge.service"})
+		ks, err := os.ReadFile(filepath.Join(compute.Dir, "install.ks"))
+		if err != nil || !strings.Contains(string(ks), "%packages") || !strings.Contains(string(ks), "munge-1.0-1.el9.noarch") || strings.Contains(string(ks), "PRIVATE KEY") {
+			t.Errorf("the version's install.ks does not pin the locked packages (or holds a key): %v\n%.400s", err, ks)
+		}
 	})
 	if compute == nil {
 		t.FailNow()

@@ -114,8 +114,12 @@ func (d *daemon) target(n inventory.Node) (httpd.Target, error) {
 	}
 	mac, _ := net.ParseMAC(n.MAC)
 	m := img.Manifest
-	return httpd.Target{Name: n.Name, Role: p.Role, Address: n.Address, MAC: mac, Image: m.Name, Version: m.Version,
-		Kernel: m.Kernel.File, Initrds: m.Initrds, Cmdline: m.Cmdline}, nil
+	t := httpd.Target{Name: n.Name, Role: p.Role, Address: n.Address, MAC: mac, Image: m.Name, Version: m.Version,
+		Kernel: m.Kernel.File, Initrds: m.Initrds, Cmdline: m.Cmdline}
+	if m.Rootfs != nil {
+		t.Rootfs, t.RootfsSHA256 = m.Rootfs.File, m.Files[m.Rootfs.File].SHA256
+	}
+	return t, nil
 }
 
 // files gives HTTP the verified image files and the iPXE binaries.

@@ -29,6 +29,9 @@ type Nodes interface {
 	Overlay(from netip.AddrPort) (node string, files []OverlayFile, err error)
 	// ReportHardware records the hardware report (JSON) of the node asking.
 	ReportHardware(from netip.AddrPort, report []byte) (node string, err error)
+	// Kickstart returns the disk-install kickstart of the node at address from (it holds no
+	// secret: the installed node fetches its overlay at first boot, like a netbooted one).
+	Kickstart(from netip.Addr) (node string, ks []byte, err error)
 }
 
 // maxReport bounds a hardware report: a slurmd -C line and a few GPU names.
@@ -76,6 +79,23 @@ func (s *Server) hardware(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
+func (s *Server) kickstart(w http.ResponseWriter, r *http.Request) {
+	from, err := remoteAddr(r)
+	if err != nil {
+		http.Error(w, "bad remote address", http.StatusBadRequest)
+		return
+	}
+	node, ks, err := s.nodes.Kickstart(from)
+	if err != nil {
+		s.refuse(w, r, err, "kickstart")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(ks)
+	s.log.WithFields(logrus.Fields{"node": node, "remote": r.RemoteAddr}).Info("sent kickstart")
+}
+
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error, what string) {
 	switch {
 	case errors.Is(err, ErrForbidden):
@@ -83,6 +103,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error, what 
 		http.Error(w, "forbidden", http.StatusForbidden)
 	case errors.Is(err, ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, ErrNotFound):
+		s.log.WithError(err).WithField("remote", r.RemoteAddr).Warn(what + ": not found")
+		http.Error(w, err.Error(), http.StatusNotFound)
 	default:
 		s.log.WithError(err).WithField("remote", r.RemoteAddr).Error(what + " failed")
 		http.Error(w, "internal error", http.StatusInternalServerError)

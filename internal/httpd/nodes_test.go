@@ -39,6 +39,13 @@ func (f *fakeNodes) ReportHardware(from netip.AddrPort, report []byte) (string, 
 	return "c1", nil
 }
 
+func (f *fakeNodes) Kickstart(from netip.Addr) (string, []byte, error) {
+	if !f.allow {
+		return "", nil, ErrForbidden
+	}
+	return "c1", []byte("network --hostname=c1\n"), nil
+}
+
 func nodeServer(t *testing.T, allow bool) (*httptest.Server, *fakeNodes) {
 	log := logrus.New()
 	log.SetOutput(io.Discard)

@@ -93,6 +93,12 @@ func (s *Server) targetArgs(t Target) string {
 		fmt.Sprintf("ip=%s::%s:%s:%s::none", t.Address, gw, s.opts.Netmask, t.Name),
 		"BOOTIF=01-"+strings.ReplaceAll(t.MAC.String(), ":", "-"),
 		"bootd="+s.opts.BaseURL)
+	if t.Rootfs != "" {
+		// dracut's live root: the initramfs fetches the squashfs over HTTP into RAM (kept
+		// compressed), checks it against the manifest's hash, and mounts it under a tmpfs overlay.
+		args = append(args, "root=live:"+s.imageURL(t, t.Rootfs), "rd.live.image", "rd.live.overlay.overlayfs=1",
+			"rd.bootd.sha256="+t.RootfsSHA256)
+	}
 	if t.Cmdline != "" {
 		args = append(args, t.Cmdline)
 	}
@@ -100,11 +106,9 @@ func (s *Server) targetArgs(t Target) string {
 }
 
 func (s *Server) targetView(t Target) (targetView, error) {
-	v := targetView{Target: t, Args: s.targetArgs(t)}
-	base := fmt.Sprintf("%s/images/%s/%s/", s.opts.BaseURL, url.PathEscape(t.Image), url.PathEscape(t.Version))
-	v.KernelURL = base + url.PathEscape(t.Kernel)
+	v := targetView{Target: t, Args: s.targetArgs(t), KernelURL: s.imageURL(t, t.Kernel)}
 	for _, f := range t.Initrds {
-		v.InitrdURLs = append(v.InitrdURLs, base+url.PathEscape(f))
+		v.InitrdURLs = append(v.InitrdURLs, s.imageURL(t, f))
 	}
 	// Everything goes into an iPXE script: refuse what iPXE would expand or split.
 	for _, field := range append([]string{v.Args, v.KernelURL, t.Name, t.Role, t.Image, t.Version}, v.InitrdURLs...) {
@@ -113,6 +117,10 @@ func (s *Server) targetView(t Target) (targetView, error) {
 		}
 	}
 	return v, nil
+}
+
+func (s *Server) imageURL(t Target, file string) string {
+	return fmt.Sprintf("%s/images/%s/%s/%s", s.opts.BaseURL, url.PathEscape(t.Image), url.PathEscape(t.Version), url.PathEscape(file))
 }
 
 func (s *Server) discoveryView(mac net.HardwareAddr, f Facts) discoveryView {

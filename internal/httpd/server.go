@@ -28,6 +28,9 @@ type Target struct {
 	Kernel     string   // file name in the version directory
 	Initrds    []string // file names, load order
 	Cmdline    string   // the image's extra kernel arguments
+	// Rootfs is the image's root file system (a squashfs file name), "" for kernel+initrd
+	// images; RootfsSHA256 is its hash from the verified manifest.
+	Rootfs, RootfsSHA256 string
 }
 
 // Machines is what the listener needs from the inventory.
@@ -92,6 +95,7 @@ func (s *Server) Handler() http.Handler {
 	if s.nodes != nil {
 		mux.HandleFunc("GET /api/v1/node/overlay", s.overlay)
 		mux.HandleFunc("POST /api/v1/node/hardware", s.hardware)
+		mux.HandleFunc("GET /api/v1/node/kickstart", s.kickstart)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux

@@ -33,7 +33,8 @@ type fakeMachines struct {
 func (f *fakeMachines) target() Target {
 	mac, _ := net.ParseMAC(assignedMAC)
 	return Target{Name: "c4", Role: "compute", Address: netip.MustParseAddr("10.80.0.104"), MAC: mac,
-		Image: "compute", Version: "2026.11.21-1", Kernel: "vmlinuz", Initrds: []string{"initramfs.img"}, Cmdline: "console=ttyS0 quiet"}
+		Image: "compute", Version: "2026.11.21-1", Kernel: "vmlinuz", Initrds: []string{"initramfs.img"}, Cmdline: "console=ttyS0 quiet",
+		Rootfs: "rootfs.squashfs", RootfsSHA256: strings.Repeat("ab", 32)}
 }
 
 func (f *fakeMachines) Boot(mac net.HardwareAddr, from netip.Addr, facts Facts) (Target, bool, error) {

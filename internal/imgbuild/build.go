@@ -12,11 +12,13 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/kickstart"
 	"github.com/labcluster/gpucluster/internal/pack"
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/rootfs"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/spec"
+	kickstartfs "github.com/labcluster/gpucluster/kickstart"
 )
 
 // Report is what a build did.
@@ -157,19 +159,34 @@ func packInto(ctx context.Context, tree, stage string, plan *spec.Plan, lock *re
 	if err := pack.Squashfs(ctx, tree, filepath.Join(stage, "rootfs.squashfs"), opts); err != nil {
 		return m, err
 	}
-	lockBytes, err := lock.Bytes()
-	if err != nil {
-		return m, err
-	}
-	if err := os.WriteFile(filepath.Join(stage, "lock.json"), lockBytes, 0o644); err != nil {
+	if err := writeExtras(stage, plan, lock); err != nil {
 		return m, err
 	}
 	return artifact.Manifest{
 		Created: time.Unix(lock.SourceDateEpoch, 0).UTC(),
 		Kernel:  artifact.Kernel{File: "vmlinuz", Release: release}, Initrds: []string{"initramfs.img"},
 		Rootfs:  &artifact.Rootfs{File: "rootfs.squashfs", Format: "squashfs"},
-		Cmdline: strings.Join(plan.KernelArgs(), " "), Lock: lock.Digest(), Extras: []string{"lock.json"},
+		Cmdline: strings.Join(plan.KernelArgs(), " "), Lock: lock.Digest(), Extras: []string{"lock.json", "install.ks"},
 	}, nil
+}
+
+// writeExtras ships the lock (for imgbuild diff) and the image's kickstart (for a disk install
+// of the same layers, completed per node by bootd) with the version.
+func writeExtras(stage string, plan *spec.Plan, lock *resolve.LockFile) error {
+	lockBytes, err := lock.Bytes()
+	if err != nil {
+		return err
+	}
+	ks, err := kickstart.Image(plan, lock, kickstartfs.FS)
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{"lock.json": lockBytes, "install.ks": ks} {
+		if err := os.WriteFile(filepath.Join(stage, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func mkdirAll(dir string) string {

@@ -1,0 +1,130 @@
+package kickstart
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// NodeInfo is what one node's part of its kickstart says: its boot NIC and
+// address, and where bootd is. It holds no secret, and must not.
+type NodeInfo struct {
+	Name, Role                string
+	Address, Netmask, Gateway netip.Addr // Gateway zero: none
+	DNS                       []netip.Addr
+	Domain                    string // checked, not written: the overlay's keyfile sets the DNS search
+	MAC                       string // the boot NIC
+	BootdURL                  string // e.g. http://10.80.0.1
+}
+
+type nodeView struct {
+	NodeInfo
+	DNS        []string
+	KernelArgs string
+	Body       string
+}
+
+// Node returns n's kickstart: its network and root commands, body (the
+// kickstart Image rendered for n's role), then a %post pointing the
+// installed system at bootd. The %post comes last so that it runs after the
+// image's, which writes the bootd units it enables.
+func Node(body []byte, n NodeInfo, templates fs.FS) ([]byte, error) {
+	if err := checkNode(n); err != nil {
+		return nil, fmt.Errorf("kickstart for node %s: %w", n.Name, err)
+	}
+	if !bytes.Contains(body, []byte("\n# role: "+n.Role+"\n")) {
+		return nil, fmt.Errorf("kickstart for node %s: the body is not a kickstart of a %s image", n.Name, n.Role)
+	}
+	mac, _ := net.ParseMAC(n.MAC) // checkNode parsed it
+	v := nodeView{NodeInfo: n, Body: string(body), KernelArgs: bootArgs(n, mac)}
+	v.MAC = mac.String()
+	for _, a := range n.DNS {
+		v.DNS = append(v.DNS, a.String())
+	}
+	return render(templates, "node.ks.tmpl", v)
+}
+
+// bootArgs are the arguments bootd's netboot gives a node (internal/httpd):
+// dracut's static ip= on the BOOTIF NIC and bootd=, plus rd.neednet=1, which
+// a disk boot needs to bring the network up in the initramfs.
+func bootArgs(n NodeInfo, mac net.HardwareAddr) string {
+	gw := ""
+	if n.Gateway.IsValid() {
+		gw = n.Gateway.String()
+	}
+	return strings.Join([]string{
+		fmt.Sprintf("ip=%s::%s:%s:%s::none", n.Address, gw, n.Netmask, n.Name),
+		"BOOTIF=01-" + strings.ReplaceAll(mac.String(), ":", "-"),
+		"rd.neednet=1",
+		"bootd=" + n.BootdURL,
+	}, " ")
+}
+
+func checkNode(n NodeInfo) error {
+	if !isHostLabel(n.Name) {
+		return fmt.Errorf("name %q is not a host name", n.Name)
+	}
+	if n.Role != "master" && n.Role != "compute" {
+		return fmt.Errorf("role %q is neither master nor compute", n.Role)
+	}
+	if err := checkAddrs(n); err != nil {
+		return err
+	}
+	if mac, err := net.ParseMAC(n.MAC); err != nil || len(mac) != 6 {
+		return fmt.Errorf("mac %q is not an Ethernet address", n.MAC)
+	}
+	for _, label := range strings.Split(n.Domain, ".") {
+		if n.Domain != "" && !isHostLabel(label) {
+			return fmt.Errorf("domain %q is not a DNS domain", n.Domain)
+		}
+	}
+	return checkBootdURL(n.BootdURL)
+}
+
+func checkAddrs(n NodeInfo) error {
+	if !n.Address.Is4() {
+		return fmt.Errorf("address %v is not IPv4", n.Address)
+	}
+	if !n.Netmask.Is4() || !isMask(n.Netmask) {
+		return fmt.Errorf("netmask %v is not an IPv4 netmask", n.Netmask)
+	}
+	if n.Gateway.IsValid() && !n.Gateway.Is4() {
+		return fmt.Errorf("gateway %v is not IPv4", n.Gateway)
+	}
+	for _, a := range n.DNS {
+		if !a.IsValid() {
+			return fmt.Errorf("invalid DNS server address")
+		}
+	}
+	return nil
+}
+
+func isMask(a netip.Addr) bool {
+	b := a.As4()
+	m := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	return m != 0 && m|(m-1) == ^uint32(0) // ones, then zeros
+}
+
+// checkBootdURL wants a plain http(s) URL: it goes on the kernel command
+// line, split at blanks, inside a double-quoted kickstart argument.
+func checkBootdURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("bootd url %q is not an http or https URL", s)
+	}
+	if err := checkWord(s); err != nil {
+		return fmt.Errorf("bootd url: %w", err)
+	}
+	return nil
+}
+
+func isHostLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
+}

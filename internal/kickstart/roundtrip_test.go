@@ -1,0 +1,84 @@
+package kickstart
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/labcluster/gpucluster/internal/spec"
+)
+
+// TestPostRoundTrip runs the rendered %post with /bin/sh, files written under
+// a temporary root (KS_ROOT), and wants the exact bytes and mode back, and
+// a command's output as written, whatever quoting, here-document delimiters
+// and section keywords their text holds.
+func TestPostRoundTrip(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("ks_file chowns to root: needs root")
+	}
+	tmp := t.TempDir()
+	tricky := "EOF\nKS_BASE64\n%end\n%post\n'\"$HOME `id` $(id) \\ \\n\x00\xff\r\nno final newline"
+	p := &spec.Plan{
+		Image: &spec.Image{Name: "t", Role: "compute", ReleaseVer: "9", Arch: "x86_64"},
+		Layers: []*spec.Layer{{
+			Name:  "t",
+			Repos: []spec.Repo{{ID: "baseos", BaseURL: "file:///srv/mirror/baseos/"}},
+			Files: []spec.File{
+				{Path: `/etc/odd dir/it's "$x".conf`, Content: tricky, Mode: 0o750 | fs.ModeSetgid, Owner: "root", Group: "root"},
+				{Path: "/etc/empty", Mode: 0o600, Owner: "root", Group: "root"},
+			},
+			Run: []spec.Command{{Description: "tricky\nKS_RUN", Command: "cat >" + tmp + "/run.out <<'KS_RUN'\n" +
+				"$HOME `id` \"q\" 'EOF'\nKS_RUN\nprintf '%s\\n' \"$HOME\" \"$SOURCE_DATE_EPOCH\" >>" + tmp + "/run.out\n"}},
+		}},
+	}
+	lock := fakeLock(p)
+	body, err := Image(p, lock, templates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkStructure(string(body)); err != nil {
+		t.Fatal(err)
+	}
+	post := section(t, string(body), "%post")
+	cmd := exec.Command("/bin/sh", "-c", post)
+	cmd.Env = append(os.Environ(), "KS_ROOT="+tmp+"/root")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%%post: %v\n%s", err, out)
+	}
+	for _, f := range p.Layers[0].Files {
+		path := filepath.Join(tmp, "root", f.Path)
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, []byte(f.Content)) {
+			t.Errorf("%s: got %q, want %q", f.Path, got, f.Content)
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Mode() != f.Mode {
+			t.Errorf("%s: mode %v (%v), want %v", f.Path, fi.Mode(), err, f.Mode)
+		}
+	}
+	out, err := os.ReadFile(filepath.Join(tmp, "run.out"))
+	if want := "$HOME `id` \"q\" 'EOF'\n/root\n1767225600\n"; err != nil || string(out) != want {
+		t.Errorf("command wrote %q (%v), want %q", out, err, want)
+	}
+}
+
+// section returns the body of the first section opened by header.
+func section(t *testing.T, ks, header string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(ks, "\n"+header+" ")
+	if !ok {
+		t.Fatalf("no %s section", header)
+	}
+	_, rest, _ = strings.Cut(rest, "\n") // the header's options
+	body, _, ok := strings.Cut(rest, "\n%end\n")
+	if !ok {
+		t.Fatalf("%s not closed", header)
+	}
+	return body + "\n"
+}
