@@ -12,7 +12,11 @@
 // metadata (revision and timestamps set to the same epoch).
 //
 // Standins maps package names to stand-ins that behave enough like Rocky's
-// to build a bootable test image: busybox as bash and /bin/sh, the usrmerge
-// directory layout, the Debian kernel as kernel-core, a dracut that writes a
-// small initramfs, and systemd unit files for service packages.
+// to build an image that netboots: busybox as bash and /bin/sh, the usrmerge
+// directory layout, the Debian kernel as kernel-core with the modules a
+// netboot needs, a dracut whose initramfs implements dracut's live netroot
+// (root=live:<url>, checked against rd.bootd.sha256, squashfs under a tmpfs
+// overlay), a systemd that runs the enabled oneshot units (bootd-node),
+// the host's curl with its libraries, a slurmd that answers -C, and systemd
+// unit files for service packages (see netboot.go).
 package testrepo

@@ -2,8 +2,10 @@ package testrepo
 
 // dracutScript is the stand-in /usr/bin/dracut. It runs in the image
 // (chroot) under busybox sh and writes a gzip-compressed newc cpio holding
-// busybox and a tiny /init that mounts proc, sys and dev, prints a marker
-// line and the kernel command line to the console, and powers off.
+// busybox, /dev/console, the kernel modules the image's modules.dep lists
+// (kernel-core's netboot set) with that modules.dep, and as /init the
+// stand-in's live netroot (liveInitScript, shipped in the package as
+// /usr/lib/dracut/modules.d/99standin-live/init.sh).
 //
 // The call the image build makes, and the only forms it understands:
 //
@@ -38,6 +40,7 @@ while [ $# -gt 0 ]; do
 done
 
 mtime=${SOURCE_DATE_EPOCH:-0}
+initsrc=/usr/lib/dracut/modules.d/99standin-live/init.sh
 ino=0
 
 pad() {
@@ -45,13 +48,14 @@ pad() {
 	while [ $n -gt 0 ]; do printf '\0'; n=$((n - 1)); done
 }
 
-# entry NAME MODE SIZE: a newc header and name; the caller writes the data.
+# entry NAME MODE SIZE [RDEVMAJOR RDEVMINOR]: a newc header and name; the
+# caller writes the data.
 entry() {
 	ino=$((ino + 1))
 	nlink=1
 	[ $(( $2 & 0170000 )) -eq $((0040000)) ] && nlink=2
 	printf '070701%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x' \
-		$ino $2 0 0 $nlink $mtime $3 0 0 0 0 $(( ${#1} + 1 )) 0
+		$ino $2 0 0 $nlink $mtime $3 0 0 ${4:-0} ${5:-0} $(( ${#1} + 1 )) 0
 	printf '%s\0' "$1"
 	pad $(( 110 + ${#1} + 1 ))
 }
@@ -70,29 +74,46 @@ text() { # NAME MODE CONTENT
 	pad $size
 }
 
-init_script() {
-	printf '#!/bin/sh\n'
-	printf '/bin/busybox mount -t proc proc /proc\n'
-	printf '/bin/busybox mount -t sysfs sysfs /sys\n'
-	printf '/bin/busybox mount -t devtmpfs devtmpfs /dev\n'
-	printf 'echo "imgbuild-standin-initramfs %s"\n' "$1"
-	printf 'echo "cmdline: $(/bin/busybox cat /proc/cmdline)"\n'
-	printf '/bin/busybox poweroff -f\n'
-}
-
 archive() { # KVER
-	init=$(init_script "$1")
-	dir bin
-	file bin/busybox $((0100755)) /usr/bin/busybox
-	text bin/sh $((0120777)) busybox
-	dir dev
-	text init $((0100755)) "$init
-"
-	dir proc
-	dir sys
+	moddir=lib/modules/$1
+	list=$(mktemp_list)
+	{
+		printf '%s\n' bin bin/busybox bin/sh dev dev/console etc etc/standin-kver init proc run sys sysroot tmp
+		if [ -f "/$moddir/modules.dep" ]; then
+			printf '%s\n' lib lib/modules "$moddir" "$moddir/modules.dep"
+			$bb sed -n 's/^\([^:]*\):.*/\1/p' "/$moddir/modules.dep" > "$list.mods"
+			while read -r m; do
+				d=$($bb dirname "$moddir/$m")
+				while [ "$d" != "$moddir" ] && [ "$d" != . ]; do
+					echo "$d"
+					d=$($bb dirname "$d")
+				done
+				echo "$moddir/$m"
+			done < "$list.mods"
+			$bb rm -f "$list.mods"
+		fi
+	} > "$list.raw"
+	LC_ALL=C $bb sort -u < "$list.raw" > "$list"
+	$bb rm -f "$list.raw"
+	while read -r n; do
+		case "$n" in
+		bin/busybox) file "$n" $((0100755)) /usr/bin/busybox ;;
+		bin/sh) text "$n" $((0120777)) busybox ;;
+		dev/console) entry "$n" $((0020600)) 0 5 1 ;;
+		etc/standin-kver) text "$n" $((0100644)) "$1
+" ;;
+		init) file "$n" $((0100755)) "$initsrc" ;;
+		*.ko|*.ko.*|*/modules.dep) file "$n" $((0100644)) "/$n" ;;
+		*) dir "$n" ;;
+		esac
+	done < "$list"
+	$bb rm -f "$list"
 	ino=-1
 	entry TRAILER!!! 0 0
 }
+
+# mktemp_list: a scratch file name next to the image being written.
+mktemp_list() { echo "$image_dir/.dracut-list.$$"; }
 
 build() { # IMAGE KVER
 	if [ -e "$1" ] && [ -z "$force" ]; then
@@ -101,6 +122,7 @@ build() { # IMAGE KVER
 	fi
 	# Through a file, not a pipe: set -e does not see a failure on the
 	# left of a pipe, and a truncated archive must not be installed.
+	image_dir=$($bb dirname "$1")
 	archive "$2" > "$1.cpio"
 	$bb gzip -9 -c < "$1.cpio" > "$1.tmp"
 	$bb rm -f "$1.cpio"
@@ -125,4 +147,133 @@ if [ -z "$kver" ]; then
 fi
 [ -n "$image" ] || image=/boot/initramfs-$kver.img
 build "$image" "$kver"
+`
+
+// liveInitScript is the initramfs's /init: dracut's live netroot contract (modules network,
+// livenet, dmsquash-live with rd.live.overlay.overlayfs) in one busybox script.
+//
+//   - load the modules (real dracut: udev loads the NIC driver by modalias; squashfs, loop and
+//     overlay are loaded by dmsquash-live),
+//   - bring up the NIC whose MAC BOOTIF names with the static ip=<ip>::<gw>:<mask>:<host>::none
+//     and set the hostname from it,
+//   - fetch root=live:<url> into /run/initramfs/live (tmpfs: the squashfs stays compressed in
+//     RAM, it is not unpacked),
+//   - check its sha256 against rd.bootd.sha256 and refuse to boot on a mismatch or without one
+//     (real dracut knows no rd.bootd.sha256: a dracut module of the base layer would have to),
+//   - losetup it read-only and mount the squashfs on /run/rootfsbase, mount overlayfs with a
+//     tmpfs upper (/run/overlayfs, /run/ovlwork) on /sysroot,
+//   - move /proc, /sys, /dev and /run into /sysroot and switch_root to /sbin/init.
+//
+// A failure prints NODEBOOT-FATAL and powers off (real dracut halts, or drops to a shell with
+// rd.shell). Progress lines start with NODEBOOT-.
+const liveInitScript = `#!/bin/sh
+# Stand-in dracut initramfs /init: live root over the network (see testrepo's dracut.go).
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run
+echo "imgbuild-standin-initramfs $(cat /etc/standin-kver)"
+
+die() {
+	echo "NODEBOOT-FATAL: $*"
+	echo "dracut: FATAL: $*: refusing to continue"
+	sync
+	poweroff -f
+	sleep 60
+}
+meminfo() { sed -n "s/^$1: *\\([0-9]*\\) kB/\\1/p" /proc/meminfo; }
+
+set -f
+liveurl= want= ovl= ipspec= bootif=
+for arg in $(cat /proc/cmdline); do
+	case "$arg" in
+	root=live:*) liveurl=${arg#root=live:} ;;
+	rd.bootd.sha256=*) want=${arg#rd.bootd.sha256=} ;;
+	rd.live.overlay.overlayfs|rd.live.overlay.overlayfs=1) ovl=1 ;;
+	ip=*) ipspec=${arg#ip=} ;;
+	BOOTIF=*) bootif=${arg#BOOTIF=} ;;
+	esac
+done
+set +f
+[ -n "$liveurl" ] || die "no root=live:<url> on the kernel command line"
+[ -n "$ovl" ] || die "only rd.live.overlay.overlayfs is supported"
+[ -n "$ipspec" ] || die "no ip= on the kernel command line"
+
+loaded=
+for m in e1000 virtio_net virtio_pci squashfs loop overlay; do
+	if modprobe "$m" 2>/dev/null; then loaded="$loaded $m"; else echo "NODEBOOT-MODULE: $m not loaded"; fi
+done
+echo "NODEBOOT-MODULES:$loaded"
+
+# ip=<ip>::<gateway>:<netmask>:<hostname>:<iface>:none
+IFS=: read -r addr _ gw mask host want_if _ <<EOF_IP
+$ipspec
+EOF_IP
+mac=$(echo "${bootif#01-}" | tr 'A-F-' 'a-f:')
+prefixlen() {
+	p=0
+	for o in $(echo "$1" | tr . ' '); do
+		case "$o" in
+		255) p=$((p + 8)) ;; 254) p=$((p + 7)) ;; 252) p=$((p + 6)) ;; 248) p=$((p + 5)) ;;
+		240) p=$((p + 4)) ;; 224) p=$((p + 3)) ;; 192) p=$((p + 2)) ;; 128) p=$((p + 1)) ;;
+		esac
+	done
+	echo "$p"
+}
+iface= i=0
+while [ -z "$iface" ] && [ $i -lt 100 ]; do
+	for d in /sys/class/net/*; do
+		n=${d##*/}
+		[ "$n" = lo ] && continue
+		if [ -n "$want_if" ]; then [ "$n" = "$want_if" ] && iface=$n
+		elif [ -z "$bootif" ] || [ "$(cat "$d/address")" = "$mac" ]; then iface=$n
+		fi
+	done
+	[ -n "$iface" ] || { i=$((i + 1)); usleep 100000; }
+done
+[ -n "$iface" ] || die "no interface with MAC $mac (BOOTIF)"
+case "$mask" in *.*) plen=$(prefixlen "$mask") ;; *) plen=$mask ;; esac
+ip link set "$iface" up
+ip addr add "$addr/$plen" dev "$iface"
+[ -n "$gw" ] && ip route add default via "$gw"
+[ -n "$host" ] && echo "$host" > /proc/sys/kernel/hostname
+echo "NODEBOOT-NET: $iface $addr/$plen host $host"
+
+live=/run/initramfs/live
+mkdir -p "$live"
+img=$live/rootfs.squashfs
+before=$(meminfo MemAvailable) shbefore=$(meminfo Shmem)
+i=0
+until timeout 600 wget -q -O "$img" "$liveurl"; do
+	i=$((i + 1))
+	[ $i -lt 10 ] || die "fetching $liveurl failed 10 times"
+	rm -f "$img"
+	sleep 2
+done
+after=$(meminfo MemAvailable) shafter=$(meminfo Shmem)
+size=$(wc -c < "$img")
+got=$(sha256sum "$img" | cut -d' ' -f1)
+if [ -z "$want" ]; then
+	die "no rd.bootd.sha256: refusing an unverified root image"
+fi
+if [ "$got" != "$want" ]; then
+	die "root image $liveurl has sha256 $got, want $want"
+fi
+echo "NODEBOOT-ROOT: fetched $size bytes sha256 ok ($got)"
+echo "NODEBOOT-MEM: MemAvailable before fetch $before kB, after $after kB; Shmem before $shbefore kB, after $shafter kB"
+
+loopdev=$(losetup -f) || die "no free loop device"
+losetup -r "$loopdev" "$img" || die "losetup $img"
+mkdir -p /run/rootfsbase /run/overlayfs /run/ovlwork /sysroot
+mount -t squashfs -o ro "$loopdev" /run/rootfsbase || die "mount squashfs $loopdev"
+mount -t overlay -o lowerdir=/run/rootfsbase,upperdir=/run/overlayfs,workdir=/run/ovlwork LiveOS_rootfs /sysroot || die "mount overlayfs"
+[ -x /sysroot/sbin/init ] || die "the root image has no /sbin/init"
+echo "NODEBOOT-ROOT-MOUNTED: squashfs on $loopdev read-only, overlayfs upper on tmpfs"
+for d in proc sys dev run; do
+	mount --move "/$d" "/sysroot/$d" || die "move /$d"
+done
+echo "NODEBOOT-SWITCH-ROOT: /sbin/init"
+exec switch_root /sysroot /sbin/init
 `

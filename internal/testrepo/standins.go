@@ -112,6 +112,9 @@ var overrides = map[string]func(KernelFiles) Package{
 	"dkms":         func(KernelFiles) Package { return dkmsPkg() },
 	"kmod":         func(KernelFiles) Package { return kmodPkg() },
 	"nvidia-open":  func(KernelFiles) Package { return nvidiaOpenPkg() },
+	"curl":         func(KernelFiles) Package { return curlPkg() },
+	"systemd":      func(KernelFiles) Package { return systemdPkg() },
+	"slurm-slurmd": func(KernelFiles) Package { return slurmdPkg() },
 }
 
 // Standin returns the stand-in for one name: the override table's, or a
@@ -205,6 +208,9 @@ var applets = []string{
 	"realpath", "rm", "rmdir", "sed", "seq", "sha256sum", "sleep", "sort", "stat", "tail",
 	"tar", "tee", "test", "touch", "tr", "true", "truncate", "uname", "uniq", "wc", "which",
 	"xargs", "yes", "zcat",
+	// hostname is Rocky's own "hostname" package, which no layer names; bootd-node calls it
+	// (see the netboot e2e test's report), so the stand-in userland has it.
+	"hostname",
 }
 
 // kernelVersion splits a Debian release (6.1.0-56-amd64) into an RPM
@@ -221,7 +227,9 @@ func kernelVersion(rel string) (string, string) {
 // kernelCorePkg ships the host kernel where Rocky's kernel-core has it
 // (/lib/modules/<rel>/vmlinuz) and, because no kernel-install runs in the
 // test images, also as /boot/vmlinuz-<rel> (a hard link: stored once).
-// The small modules.* indexes come along; the modules themselves do not.
+// The small modules.* indexes come along, and the modules a netboot needs
+// (NetbootModules and their dependencies) with a modules.dep listing exactly
+// those, so the initramfs can modprobe them.
 func kernelCorePkg(k KernelFiles) Package {
 	v, r := kernelVersion(k.Release)
 	mod := "/lib/modules/" + k.Release
@@ -238,6 +246,7 @@ func kernelCorePkg(k KernelFiles) Package {
 				p.Files[mod+"/"+f] = string(data)
 			}
 		}
+		addKernelModules(&p, k)
 	}
 	return p
 }
@@ -257,6 +266,7 @@ func dracutPkg() Package {
 		Version:  "057",
 		Release:  "21.el9",
 		Requires: []string{"filesystem", "bash"},
-		Files:    map[string]string{"/usr/bin/dracut": dracutScript},
+		Files: map[string]string{"/usr/bin/dracut": dracutScript,
+			"/usr/lib/dracut/modules.d/99standin-live/init.sh": liveInitScript},
 	}
 }

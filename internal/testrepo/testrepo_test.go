@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-var serviceNames = []string{"bash", "dracut", "kernel", "munge", "slurm-slurmd", "chrony", "hello"}
+var serviceNames = []string{"bash", "dracut", "kernel", "munge", "slurm-slurmd", "chrony", "hello", "curl", "systemd"}
 
 // treeHashes maps each regular file under dir to its sha256.
 func treeHashes(t *testing.T, dir string) map[string]string {
@@ -147,6 +148,16 @@ func TestStandinsInstallAndRun(t *testing.T) {
 	if strings.TrimSpace(out) != "ok" {
 		t.Errorf("bash in the image: %q", out)
 	}
+	// The host's curl runs in the image with the libraries and loader it shipped.
+	if out := chroot(t, root, "/usr/bin/curl", "--version"); !strings.HasPrefix(out, "curl ") {
+		t.Errorf("curl --version in the image: %q", out)
+	}
+	if out := chroot(t, root, "/usr/bin/busybox", "sh", "-c", "busybox mount -t proc proc /proc && /usr/sbin/slurmd -C; busybox umount /proc"); !regexp.MustCompile(`^NodeName=\S+ CPUs=[1-9]\d* Boards=1 .*RealMemory=[1-9]\d*\n`).MatchString(out) {
+		t.Errorf("slurmd -C in the image: %q", out)
+	}
+	if l, err := os.Readlink(filepath.Join(root, "usr/sbin/init")); err != nil || l != "../lib/systemd/systemd" {
+		t.Errorf("/usr/sbin/init -> %q, %v", l, err)
+	}
 	img := "/boot/initramfs-" + k.Release + ".img"
 	var sums []string
 	for i := 0; i < 2; i++ {
@@ -204,12 +215,40 @@ func checkInitramfs(t *testing.T, data []byte, rel string) {
 		return nil
 	})
 	sort.Strings(names)
-	want := "bin bin/busybox bin/sh dev init proc sys"
-	if got := strings.Join(names, " "); got != want {
-		t.Errorf("initramfs holds %q, want %q", got, want)
+	have := map[string]bool{}
+	for _, n := range names {
+		have[n] = true
+	}
+	// The skeleton, and kernel-core's netboot modules with their modules.dep.
+	mod := "lib/modules/" + rel
+	want := []string{"bin", "bin/busybox", "bin/sh", "dev", "dev/console", "etc/standin-kver", "init", "proc", "run", "sys", "sysroot",
+		mod + "/modules.dep", mod + "/kernel/fs/squashfs/squashfs.ko", mod + "/kernel/fs/overlayfs/overlay.ko",
+		mod + "/kernel/drivers/net/ethernet/intel/e1000/e1000.ko", mod + "/kernel/drivers/net/virtio_net.ko"}
+	for _, w := range want {
+		if !have[w] {
+			t.Errorf("initramfs lacks %s; holds %q", w, names)
+		}
+	}
+	dep, err := os.ReadFile(filepath.Join(dir, mod, "modules.dep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(dep)), "\n") {
+		file, deps, _ := strings.Cut(line, ":")
+		for _, f := range append(strings.Fields(deps), file) {
+			if !have[mod+"/"+f] {
+				t.Errorf("modules.dep names %s, which the initramfs lacks", f)
+			}
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "dev/console")); err != nil || st.Mode()&fs.ModeCharDevice == 0 {
+		t.Errorf("dev/console: %v %v, want a character device", st, err)
+	}
+	if kv, err := os.ReadFile(filepath.Join(dir, "etc/standin-kver")); err != nil || strings.TrimSpace(string(kv)) != rel {
+		t.Errorf("etc/standin-kver: %q %v, want %s", kv, err, rel)
 	}
 	init, err := os.ReadFile(filepath.Join(dir, "init"))
-	if err != nil || !strings.Contains(string(init), "imgbuild-standin-initramfs "+rel) {
+	if err != nil || !strings.Contains(string(init), "imgbuild-standin-initramfs") || !strings.Contains(string(init), "switch_root /sysroot /sbin/init") {
 		t.Errorf("init: %v\n%s", err, init)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "init")); err != nil || st.Mode().Perm() != 0o755 {

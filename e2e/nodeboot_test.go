@@ -1,0 +1,266 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/vlab"
+)
+
+// nodeBootMemoryMiB is the VM's memory: the kernel, the initramfs and the squashfs kept in a
+// tmpfs all live in it.
+const nodeBootMemoryMiB = 512
+
+// TestNodeBoot is the node boot, end to end: imgbuild builds the compute image from stand-in
+// RPMs (the Debian kernel as kernel-core, the stand-in dracut's live netroot as initramfs, the
+// real bootd-node of the base layer, the host's curl), bootd serves it, and a BIOS PC netboots
+// it: the initramfs fetches the squashfs over HTTP into RAM, checks its sha256, mounts it under
+// a tmpfs overlay and switches root; the image's (stand-in) systemd runs bootd-overlay (the
+// node's files, secrets included, from a privileged port) and bootd-report (hello, then the
+// hardware). bootd ends up listing c1 ready with the hardware it reported.
+func TestNodeBoot(t *testing.T) {
+	requirePrereqs(t, "qemu-system-x86_64", "ip", "go", "ldd")
+	requireFiles(t, filepath.Join(vlab.IPXEDir, "undionly.kpxe"))
+	t.Setenv("SOURCE_DATE_EPOCH", "1763683200")
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+
+	l := newImgLab(ctx, t)
+	l.lock(ctx, t, "compute")
+	r := l.build(ctx, t, "compute", filepath.Join("bootd", "images"), "cache", "1")
+	img, err := artifact.Open(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Manifest.Rootfs == nil {
+		t.Fatalf("the compute image has no rootfs in its manifest: %+v", img.Manifest)
+	}
+	rootfs := img.Manifest.Files[img.Manifest.Rootfs.File]
+	initrd := img.Manifest.Files[img.Manifest.Initrds[0]]
+	t.Logf("compute/1: rootfs %s %d bytes (sha256 %s), initramfs %d bytes, cmdline %q",
+		img.Manifest.Rootfs.File, rootfs.Size, rootfs.SHA256[:16], initrd.Size, img.Manifest.Cmdline)
+
+	lab, err := vlab.New(ctx, fmt.Sprintf("vlab-nodeboot-%d", os.Getpid()), netip.MustParsePrefix("10.80.0.1/24"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	b := startBootdWith(ctx, t, lab, filepath.Join(l.dir, "bootd"))
+	defer logTailOnFailure(t, b.Proc.LogPath)
+
+	spec := vlab.VMSpec{Name: "nodeboot-c1", MAC: mustMAC("52:54:00:e2:b0:01"), Firmware: vlab.BIOS, MemoryMiB: nodeBootMemoryMiB}
+	vm, err := lab.StartVM(ctx, spec, l.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vm.Kill)
+	defer func() {
+		if t.Failed() {
+			t.Logf("console of %s (tail):\n%s", spec.Name, consoleTail(vm, 80))
+		}
+	}()
+
+	bootCtx, bootCancel := context.WithTimeout(ctx, 2*bootLimit)
+	defer bootCancel()
+	wait := func(re string) []string {
+		t.Helper()
+		m, err := vm.WaitConsole(bootCtx, regexp.MustCompile(re))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	wait(`waiting to be named`)
+	if err := b.WaitWaiting(bootCtx, spec.MAC.String()); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := b.CLI(bootCtx, "assign", "c1"); err != nil || !strings.Contains(out, "is c1") {
+		t.Fatalf("bootd assign c1: %v\n%s", err, out)
+	}
+	assigned := time.Now()
+
+	// The initramfs: network from ip=/BOOTIF=, the squashfs fetched and checked, the live root.
+	net := wait(`NODEBOOT-NET: (\S+) (\S+) host (\S+)`)
+	if net[2] != "10.80.0.101/24" || net[3] != "c1" {
+		t.Errorf("initramfs network %q, want 10.80.0.101/24 host c1", net[0])
+	}
+	fetched := wait(`NODEBOOT-ROOT: fetched (\d+) bytes sha256 ok \(([0-9a-f]{64})\)`)
+	if fetched[1] != strconv.FormatInt(rootfs.Size, 10) || fetched[2] != rootfs.SHA256 {
+		t.Errorf("node fetched %s bytes with sha256 %s; the manifest says %d, %s", fetched[1], fetched[2], rootfs.Size, rootfs.SHA256)
+	}
+	mem := wait(`NODEBOOT-MEM: MemAvailable before fetch (\d+) kB, after (\d+) kB; Shmem before (\d+) kB, after (\d+) kB`)
+	wait(`NODEBOOT-ROOT-MOUNTED: squashfs on /dev/loop\d+ read-only, overlayfs upper on tmpfs`)
+	wait(`NODEBOOT-SWITCH-ROOT`)
+
+	// The image's systemd: the overlay, then the report units, then what they achieved.
+	wait(`NODEBOOT-INIT: stand-in systemd as PID 1\b`)
+	wait(`NODEBOOT-EXEC: bootd-overlay.service: /usr/libexec/bootd-node overlay: (ok|failed.*)`)
+	wait(`NODEBOOT-UNIT: bootd-overlay.service ok`)
+	wait(`NODEBOOT-EXEC: bootd-report.service: /usr/libexec/bootd-node hello: ok`)
+	helloAt := time.Since(vm.Started)
+	wait(`NODEBOOT-EXEC: bootd-report.service: /usr/libexec/bootd-node report: ok`)
+	wait(`NODEBOOT-UNIT: bootd-report.service ok`)
+	if host := wait(`NODEBOOT-HOSTNAME: (\S+) \(/etc/hostname: (\S*)\)`); host[1] != "c1" || host[2] != "c1" {
+		t.Errorf("hostname %q, want c1 from the overlay's /etc/hostname", host[0])
+	}
+	if ip := wait(`NODEBOOT-IP: (\S*) (\S*)`); ip[2] != "10.80.0.101/24" {
+		t.Errorf("boot NIC %q, want 10.80.0.101/24", ip[0])
+	}
+	if key := wait(`NODEBOOT-MUNGE-KEY: (.*)`); strings.TrimSpace(key[1]) != "mode 400 owner 900:900" {
+		t.Errorf("munge key %q, want mode 400 owner 900:900 (the munge layer's fixed ids)", key[1])
+	}
+	if hk := wait(`NODEBOOT-SSH-HOST-KEY: (\S+)`); hk[1] != "present" {
+		t.Errorf("SSH host key %s, want present", hk[1])
+	}
+	ram := wait(`NODEBOOT-ROOTFS-RAM: squashfs (\d+) bytes in tmpfs /run, overlay upper (\d+) kB, MemTotal (\d+) kB, MemAvailable (\d+) kB`)
+	wait(`NODEBOOT-DONE`)
+	if err := vm.Wait(bootCtx); err != nil {
+		t.Fatal(err)
+	}
+
+	// bootd's side: the overlay went to c1, c1 said hello and reported its hardware.
+	log, _ := os.ReadFile(b.Proc.LogPath)
+	for _, want := range []string{`msg="sent node overlay" .*node=c1 remote="10\.80\.0\.101:\d+"`, `msg="node is up" address=10\.80\.0\.101 .*node=c1`,
+		`msg="node reported its hardware" .*node=c1 remote="10\.80\.0\.101:\d+"`} {
+		if !regexp.MustCompile(want).Match(log) {
+			t.Errorf("bootd's log has no line matching %s", want)
+		}
+	}
+	nodes, err := b.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c1 *inventory.Node
+	for i := range nodes.Nodes {
+		if nodes.Nodes[i].Name == "c1" {
+			c1 = &nodes.Nodes[i]
+		}
+	}
+	if c1 == nil {
+		t.Fatalf("bootd nodes lists no c1: %+v", nodes)
+	}
+	if c1.State != inventory.StateReady || c1.Hardware == nil || c1.Hardware.CPUs != 1 ||
+		c1.Hardware.RealMemoryMiB <= 0 || c1.Hardware.RealMemoryMiB > nodeBootMemoryMiB {
+		t.Errorf("c1 in bootd nodes: state %s, hardware %+v; want ready with 1 CPU and at most %d MiB", c1.State, c1.Hardware, nodeBootMemoryMiB)
+	}
+	if out, err := b.CLI(ctx, "nodes"); err == nil {
+		t.Logf("bootd nodes:\n%s", out)
+	}
+
+	kB := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	t.Logf("FIGURES (TCG, 1 vCPU, %d MiB): power on to hello %s (assign to hello %s); squashfs %d bytes (%.1f MiB), initramfs %d bytes; "+
+		"fetching the root image: MemAvailable %s -> %s kB (-%d kB), Shmem (tmpfs) %s -> %s kB (+%d kB); after boot: overlay upper %s kB, MemTotal %s kB, MemAvailable %s kB",
+		nodeBootMemoryMiB, helloAt.Round(100*time.Millisecond), (helloAt - assigned.Sub(vm.Started)).Round(100*time.Millisecond),
+		rootfs.Size, float64(rootfs.Size)/(1<<20), initrd.Size, mem[1], mem[2], kB(mem[1])-kB(mem[2]), mem[3], mem[4], kB(mem[4])-kB(mem[3]),
+		ram[2], ram[3], ram[4])
+	t.Logf("console markers:\n%s", markers(vm.Console()))
+
+	t.Run("a root image whose sha256 differs is refused", func(t *testing.T) {
+		tamperedRoot(ctx, t, lab, l.dir, r.Dir, rootfs.SHA256, img.Manifest.Cmdline)
+	})
+}
+
+// tamperedRoot boots the image's kernel and initramfs directly (no PXE: bootd never serves a
+// file its manifest does not verify) with the command line bootd would give, but root=live:
+// points at a busybox httpd in the lab serving a copy of the squashfs with one byte changed.
+// The initramfs must refuse to boot, naming both hashes, and never switch root.
+func tamperedRoot(ctx context.Context, t *testing.T, lab *vlab.Lab, dir, imgDir, sha, cmdline string) {
+	ctx, cancel := context.WithTimeout(ctx, bootLimit)
+	defer cancel()
+	www := filepath.Join(dir, "tampered-www")
+	if err := os.MkdirAll(www, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(imgDir, "rootfs.squashfs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(filepath.Join(www, "rootfs.squashfs"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Start(ctx, filepath.Join(dir, "tampered-httpd.log"), "busybox", "httpd", "-f", "-p", "10.80.0.1:8081", "-h", www); err != nil {
+		t.Fatal(err)
+	}
+	// A tap of our own on the lab's bridge; it goes with the lab's namespace.
+	tap := "tapneg0"
+	for _, args := range [][]string{{"ip", "tuntap", "add", tap, "mode", "tap"}, {"ip", "link", "set", tap, "master", lab.Bridge}, {"ip", "link", "set", tap, "up"}} {
+		if out, err := lab.Command(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", args, err, out)
+		}
+	}
+	console := filepath.Join(dir, "tampered.console")
+	mac := "52:54:00:e2:b0:66"
+	appendArgs := strings.Join([]string{"ip=10.80.0.166::" + ":255.255.255.0:tampered::none", "BOOTIF=01-" + strings.ReplaceAll(mac, ":", "-"),
+		"bootd=http://10.80.0.1", "root=live:http://10.80.0.1:8081/rootfs.squashfs", "rd.live.image", "rd.live.overlay.overlayfs=1",
+		"rd.bootd.sha256=" + sha, cmdline}, " ")
+	p, err := lab.Start(ctx, filepath.Join(dir, "tampered.qemu.log"), "qemu-system-x86_64", "-accel", "tcg", "-nographic", "-no-reboot",
+		"-m", fmt.Sprint(nodeBootMemoryMiB), "-smp", "1", "-monitor", "none", "-serial", "file:"+console,
+		"-kernel", filepath.Join(imgDir, "vmlinuz"), "-initrd", filepath.Join(imgDir, "initramfs.img"), "-append", appendArgs,
+		"-netdev", "tap,id=n0,ifname="+tap+",script=no,downscript=no", "-device", "e1000,netdev=n0,mac="+mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("the VM booting a tampered root did not power off: %v", err)
+	}
+	out, _ := os.ReadFile(console)
+	got := strings.ReplaceAll(string(out), "\r", "")
+	m := regexp.MustCompile(`NODEBOOT-FATAL: root image \S+ has sha256 ([0-9a-f]{64}), want ([0-9a-f]{64})`).FindStringSubmatch(got)
+	if m == nil || m[2] != sha || m[1] == sha {
+		t.Errorf("the initramfs did not refuse the tampered root image; console markers:\n%s", markers(got))
+	}
+	if strings.Contains(got, "NODEBOOT-SWITCH-ROOT") || strings.Contains(got, "NODEBOOT-ROOT: fetched") {
+		t.Errorf("the initramfs went on with a tampered root image:\n%s", markers(got))
+	}
+	t.Logf("tampered root, console markers:\n%s", markers(got))
+}
+
+// startBootdWith builds bootd and serves dir/images (an images directory imgbuild wrote) with
+// its state under dir.
+func startBootdWith(ctx context.Context, t *testing.T, lab *vlab.Lab, dir string) *vlab.Bootd {
+	t.Helper()
+	bin := filepath.Join(dir, "bootd")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/bootd").CombinedOutput(); err != nil {
+		t.Fatalf("build bootd: %v\n%s", err, out)
+	}
+	b, err := lab.StartBootd(ctx, bin, dir, "--debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func consoleTail(vm *vlab.VM, n int) string {
+	lines := strings.Split(strings.ReplaceAll(strings.TrimRight(vm.Console(), "\r\n"), "\r", ""), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// markers returns the console's NODEBOOT lines.
+func markers(console string) string {
+	var out []string
+	for _, line := range strings.Split(strings.ReplaceAll(console, "\r", ""), "\n") {
+		if strings.Contains(line, "NODEBOOT") || strings.Contains(line, "imgbuild-standin-initramfs") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,270 @@
+package testrepo
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// The stand-ins that make an image boot from the network the way a Rocky node does: the
+// kernel's modules for a netboot, dracut's live netroot in the initramfs (stand-in dracut),
+// systemd running the enabled oneshot units (the node's side of bootd among them), a real curl,
+// and a slurmd that answers -C.
+
+// NetbootModules are the modules a netbooted node's initramfs loads: the lab's NICs (e1000 for
+// BIOS PCs, virtio-net with its PCI transport for UEFI ones), and squashfs, loop and overlay for
+// the live root. kernel-core ships them and their dependencies with a modules.dep.
+var NetbootModules = []string{"e1000", "virtio_net", "virtio_pci", "squashfs", "loop", "overlay"}
+
+// kernelModules reads the host's modules.dep and returns the files of NetbootModules with
+// everything they depend on (paths relative to /lib/modules/<release>), dependencies first, and
+// the modules.dep lines for exactly those files. Modules built into the kernel (not in
+// modules.dep) are left out: nothing to load. It returns nothing when the host has no modules.
+func kernelModules(k KernelFiles) (files []string, dep string, err error) {
+	if k.ModulesDir == "" {
+		return nil, "", nil
+	}
+	f, err := os.Open(filepath.Join(k.ModulesDir, "modules.dep"))
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	byName := map[string]string{}
+	deps := map[string][]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		file, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		file = strings.TrimSpace(file)
+		byName[moduleName(file)] = file
+		deps[file] = strings.Fields(rest)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, "", err
+	}
+	done := map[string]bool{}
+	var visit func(string)
+	visit = func(file string) {
+		if done[file] {
+			return
+		}
+		done[file] = true
+		for _, d := range deps[file] {
+			visit(d)
+		}
+		files = append(files, file)
+	}
+	for _, m := range NetbootModules {
+		if file, ok := byName[m]; ok {
+			visit(file)
+		}
+	}
+	var b strings.Builder
+	for _, file := range files {
+		fmt.Fprintf(&b, "%s:", file)
+		for _, d := range deps[file] {
+			fmt.Fprintf(&b, " %s", d)
+		}
+		b.WriteString("\n")
+	}
+	return files, b.String(), nil
+}
+
+// moduleName is the name modprobe knows a module file by.
+func moduleName(file string) string {
+	base := path.Base(file)
+	if i := strings.Index(base, ".ko"); i >= 0 {
+		base = base[:i]
+	}
+	return strings.ReplaceAll(base, "-", "_")
+}
+
+// addKernelModules puts the netboot modules and their modules.dep into kernel-core, where
+// Rocky's kernel-core (and kernel-modules-core) has them. An unreadable modules.dep leaves the
+// empty one: the image then cannot netboot, which its boot says.
+func addKernelModules(p *Package, k KernelFiles) {
+	files, dep, err := kernelModules(k)
+	if err != nil || len(files) == 0 {
+		return
+	}
+	mod := "/lib/modules/" + k.Release
+	if p.Modes == nil {
+		p.Modes = map[string]fs.FileMode{}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(k.ModulesDir, f))
+		if err != nil {
+			return
+		}
+		p.Files[mod+"/"+f] = string(data)
+		p.Modes[mod+"/"+f] = 0o644
+	}
+	p.Files[mod+"/modules.dep"] = dep
+}
+
+// curlPkg ships the host's curl with its shared library closure (as ldd resolves it) and the
+// dynamic loader, so the real curl runs inside the image: bootd-node needs --local-port, which
+// busybox wget lacks. Libraries go to /usr/lib/x86_64-linux-gnu, where the host's loader looks
+// without an ld.so.cache; the loader to /usr/lib64 (/lib64 in the ELF header). Without a host
+// curl the stand-in is the usual marker package.
+func curlPkg() Package {
+	p := Package{Name: "curl", Version: "7.76.1", Release: "29.el9", Arch: "x86_64", Requires: []string{"filesystem"}}
+	bins, err := curlClosure("/usr/bin/curl")
+	if err != nil {
+		p.Files = map[string]string{"/usr/share/standin/curl": "curl (no host curl: " + err.Error() + ")\n"}
+		return p
+	}
+	p.Binaries = bins
+	return p
+}
+
+// curlClosure maps image paths to host files for a dynamically linked program and its libraries.
+func curlClosure(prog string) (map[string]string, error) {
+	if _, err := os.Stat(prog); err != nil {
+		return nil, err
+	}
+	out, err := exec.Command("ldd", prog).Output()
+	if err != nil {
+		return nil, fmt.Errorf("ldd %s: %w", prog, err)
+	}
+	bins := map[string]string{"/usr/bin/" + filepath.Base(prog): prog}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
+			// libfoo.so.1 => /lib/x86_64-linux-gnu/libfoo.so.1 (0x...)
+			bins["/usr/lib/x86_64-linux-gnu/"+f[0]] = f[2]
+		case len(f) >= 1 && strings.HasPrefix(f[0], "/") && strings.Contains(f[0], "ld-linux"):
+			// /lib64/ld-linux-x86-64.so.2 (0x...): the loader, at the path the ELF header names.
+			bins["/usr/lib64/"+filepath.Base(f[0])] = f[0]
+		}
+	}
+	// Hard links by host path in stageBinaries need the real file, not a symlink chain.
+	for k, v := range bins {
+		if r, err := filepath.EvalSymlinks(v); err == nil {
+			bins[k] = r
+		}
+	}
+	return bins, nil
+}
+
+// systemdScript is the stand-in systemd (PID 1 after the initramfs's switch_root). It does, in
+// order, what the real one does with the units a built image enables: mount the API file
+// systems if the initramfs did not hand them over, set the hostname from /etc/hostname, then
+// start sysinit.target's units and multi-user.target's. Only oneshot services run (their
+// ExecStart= lines in order, the unit failing at the first failing line, as systemd does): that
+// is the node's side of bootd (bootd-overlay, bootd-report); the daemons' stand-in units are not
+// started. Then it prints what the boot achieved as NODEBOOT-* lines and powers off.
+const systemdScript = `#!/bin/sh
+# Stand-in systemd for netboot tests: runs the enabled oneshot units, reports, powers off.
+bb=/usr/bin/busybox
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin
+echo "NODEBOOT-INIT: stand-in systemd as PID $$"
+$bb grep -q ' /proc ' /proc/mounts 2>/dev/null || $bb mount -t proc proc /proc
+$bb grep -q ' /sys ' /proc/mounts || $bb mount -t sysfs sysfs /sys
+$bb grep -q ' /dev ' /proc/mounts || $bb mount -t devtmpfs devtmpfs /dev
+$bb grep -q ' /run ' /proc/mounts || $bb mount -t tmpfs -o mode=0755 tmpfs /run
+[ -s /etc/hostname ] && $bb hostname -F /etc/hostname
+
+# run_units TARGET: the oneshot services TARGET wants, in name order.
+run_units() {
+	for u in /etc/systemd/system/$1.target.wants/*.service; do
+		[ -e "$u" ] || continue
+		name=${u##*/}
+		if ! $bb grep -q '^Type=oneshot' "$u"; then
+			echo "NODEBOOT-UNIT: $name not started (the stand-in runs oneshot units only)"
+			continue
+		fi
+		$bb sed -n 's/^ExecStart=-\{0,1\}//p' "$u" > /run/standin-exec
+		status=ok
+		while read -r cmd; do
+			if $cmd </dev/null; then
+				echo "NODEBOOT-EXEC: $name: $cmd: ok"
+			else
+				echo "NODEBOOT-EXEC: $name: $cmd: failed with status $?"
+				status=failed
+				break
+			fi
+		done < /run/standin-exec
+		echo "NODEBOOT-UNIT: $name $status"
+	done
+}
+run_units sysinit
+run_units multi-user
+
+# What the boot achieved.
+mac= iface=
+for arg in $(cat /proc/cmdline); do
+	case "$arg" in BOOTIF=01-*) mac=$(echo "${arg#BOOTIF=01-}" | tr 'A-F-' 'a-f:') ;; esac
+done
+for d in /sys/class/net/*; do
+	[ "$(cat "$d/address" 2>/dev/null)" = "$mac" ] && iface=${d##*/}
+done
+echo "NODEBOOT-HOSTNAME: $($bb hostname) (/etc/hostname: $(cat /etc/hostname 2>/dev/null))"
+echo "NODEBOOT-IP: $iface $($bb ip -4 -o addr show dev "$iface" 2>/dev/null | $bb awk '{print $4}')"
+if [ -e /etc/munge/munge.key ]; then
+	echo "NODEBOOT-MUNGE-KEY: mode $($bb stat -c '%a owner %u:%g' /etc/munge/munge.key)"
+else
+	echo "NODEBOOT-MUNGE-KEY: missing"
+fi
+if [ -s /etc/ssh/ssh_host_ed25519_key ]; then
+	echo "NODEBOOT-SSH-HOST-KEY: present"
+else
+	echo "NODEBOOT-SSH-HOST-KEY: missing"
+fi
+sq=/run/initramfs/live/rootfs.squashfs
+size=$($bb stat -c %s "$sq" 2>/dev/null || echo 0)
+total=$($bb sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo)
+avail=$($bb sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
+upper=$($bb du -sk /run/overlayfs 2>/dev/null | $bb awk '{print $1}')
+echo "NODEBOOT-ROOTFS-RAM: squashfs $size bytes in tmpfs /run, overlay upper ${upper:-0} kB, MemTotal $total kB, MemAvailable $avail kB"
+echo "NODEBOOT-DONE"
+$bb sync
+exec $bb poweroff -f
+`
+
+// systemdPkg is the stand-in systemd: the script above as /usr/lib/systemd/systemd and
+// /usr/sbin/init pointing at it, as in Rocky.
+func systemdPkg() Package {
+	return Package{
+		Name: "systemd", Version: "252", Release: "51.el9", Arch: "x86_64",
+		Requires: []string{"filesystem", "bash"},
+		Files:    map[string]string{"/usr/lib/systemd/systemd": systemdScript},
+		Symlinks: map[string]string{"/usr/sbin/init": "../lib/systemd/systemd"},
+	}
+}
+
+// slurmdScript answers `slurmd -C` as slurmd does (its first line is what bootd-node reports):
+// CPUs from /proc/cpuinfo as one socket of single-thread cores, RealMemory as MemTotal in MiB.
+// Real slurmd reads the topology with hwloc and can report sockets and threads the stand-in
+// does not.
+const slurmdScript = `#!/bin/sh
+# stand-in slurmd: only -C (print this node's configuration), as bootd-node's report uses it.
+if [ "${1:-}" != -C ]; then
+	echo "stand-in slurmd: only -C is implemented" >&2
+	exit 1
+fi
+[ -r /proc/cpuinfo ] && [ -r /proc/meminfo ] || { echo "slurmd: cannot read /proc" >&2; exit 1; }
+cpus=$(grep -c '^processor' /proc/cpuinfo)
+mem=$(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo)
+up=$(cut -d. -f1 /proc/uptime)
+echo "NodeName=$(hostname) CPUs=$cpus Boards=1 SocketsPerBoard=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=$((mem / 1024))"
+printf 'UpTime=%d-%02d:%02d:%02d\n' $((up / 86400)) $((up % 86400 / 3600)) $((up % 3600 / 60)) $((up % 60))
+`
+
+func slurmdPkg() Package {
+	return Package{
+		Name: "slurm-slurmd", Version: "22.05.9", Release: "1.el9", Arch: "x86_64",
+		Requires: []string{"filesystem", "bash"},
+		Files:    map[string]string{"/usr/sbin/slurmd": slurmdScript, "/usr/share/standin/slurm-slurmd": "slurm-slurmd\n"},
+		Units:    unitsFor("slurm-slurmd"),
+	}
+}
