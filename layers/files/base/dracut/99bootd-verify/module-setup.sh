@@ -1,0 +1,16 @@
+#!/bin/bash
+# dracut module: check the live root image against the hash bootd put on the kernel command
+# line (rd.bootd.sha256=) before it is mounted. livenet downloads root=live:<url> and hands the
+# file to /sbin/dmsquash-live-root; this module puts a checking wrapper in its place.
+
+check() { return 0; }
+
+depends() { echo dmsquash-live livenet; }
+
+install() {
+    inst_multiple sha256sum cut
+    if [ -e "$initdir/sbin/dmsquash-live-root" ]; then
+        mv "$initdir/sbin/dmsquash-live-root" "$initdir/sbin/dmsquash-live-root.unchecked"
+    fi
+    inst_script "$moddir/bootd-verify-root.sh" /sbin/dmsquash-live-root
+}
