@@ -49,8 +49,9 @@ e2e: deps build
 
 check: deps lint test fuzz e2e
 
-bench: deps
+bench: deps build
 	$(GO) test -run '^$$' -bench PackVsMksquashfs -benchtime 1x ./internal/pack
+	$(GO) run ./bench/bootstorm --bootd $(BIN)/bootd --out $(BIN)/bootstorm.md
 
 deps:
 	./scripts/setup-debian.sh

@@ -11,7 +11,7 @@ packages=(
   dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild), repositories for tests, systemctl --root
   slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with
   util-linux                         # nsenter, setpriv, unshare for the per-node namespaces
-  dnsmasq                            # the baseline bootd is measured against
+  dnsmasq nginx                      # the baselines bootd is measured against (make bench)
   iproute2 tcpdump procps            # namespaces, bridges, taps
 )
 
@@ -29,6 +29,12 @@ fi
 # Debian's dnsmasq package starts a system-wide instance; the tests run their own in namespaces.
 # Likewise for the cluster daemons: tests start their own, one set per node namespace.
 systemctl disable --now dnsmasq munge slurmctld slurmd chrony >/dev/null 2>&1 || true
+# nginx is only a benchmark baseline (make bench runs its own instance in a lab namespace). If
+# this run installed it and its package started the system-wide service, stop and disable that;
+# an nginx the machine already had is left alone.
+if [[ " ${missing[*]-} " == *" nginx "* ]]; then
+  systemctl disable --now nginx >/dev/null 2>&1 || true
+fi
 
 if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
   echo "setup: Go is at /usr/local/go/bin; add it to PATH"

@@ -1,0 +1,391 @@
+// Command bootstorm measures bootd under a PXE boot storm against dnsmasq (DHCP + TFTP) with
+// nginx (HTTP) serving the same files, in the same run, and prints the figures and their
+// bootd/baseline ratios as Markdown (BENCHMARKS.md holds a run's output).
+//
+// It builds a virtual lab (internal/vlab: a network namespace with a bridge) and one more
+// namespace per simulated machine, each with its own MAC on a veth cabled to the bridge. For
+// every N and for each server, freshly started, N machines boot at once as a BIOS PXE ROM would
+// get as far as the root image: DHCP DISCOVER/OFFER/REQUEST/ACK with vendor class
+// PXEClient:Arch:00000 over a raw socket (nclient4), TFTP of the boot file the ACK names
+// (undionly.kpxe), then HTTP of the image's kernel, initramfs and root file system (an artifact
+// written with internal/artifact, its rootfs random data). The clients all live in this one
+// process: a goroutine per machine creates its sockets from a thread switched into the machine's
+// namespace, so 200 machines cost 200 namespaces but no processes.
+//
+// It needs root and the Debian packages of scripts/setup-debian.sh (dnsmasq, nginx, ipxe,
+// linux-image-amd64, busybox-static). All traffic stays inside the namespaces it creates, and it
+// removes them and every process it started when it ends, also on error or Ctrl-C.
+//
+//	go run ./bench/bootstorm --bootd bin/bootd [--n 10,50,200] [--rootfs-mib 256] [--out FILE]
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/vlab"
+)
+
+func main() {
+	var (
+		bootdBin  = flag.String("bootd", "bin/bootd", "the bootd binary to measure")
+		ns        = flag.String("n", "10,50,200", "storm sizes: machines booting at once")
+		rootfsMiB = flag.Int("rootfs-mib", 256, "size of the image's root file system (random data), MiB")
+		out       = flag.String("out", "", "also write the Markdown report to this file")
+		ping      = flag.Bool("dnsmasq-ping", false, "leave dnsmasq's ICMP check before an offer on (3 s per new client, serial)")
+		keep      = flag.Bool("keep", false, "keep the work directory (logs of every server) instead of removing it")
+	)
+	flag.Parse()
+	sizes, err := parseSizes(*ns)
+	if err == nil {
+		err = checkEnv(*bootdBin)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bootstorm:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, keep: *keep, ping: *ping})
+	if report != "" {
+		fmt.Print(report)
+		if *out != "" {
+			if werr := os.WriteFile(*out, []byte(report), 0o644); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bootstorm:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	bootd  string
+	sizes  []int
+	rootfs int64
+	keep   bool
+	ping   bool
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 240 {
+			return nil, fmt.Errorf("--n: %q: want sizes from 1 to 240 (the discovery pool)", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func checkEnv(bootdBin string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (network namespaces, DHCP and TFTP ports)")
+	}
+	if _, err := os.Stat(bootdBin); err != nil {
+		return fmt.Errorf("bootd binary: %w (make build)", err)
+	}
+	for _, tool := range []string{"ip", "dnsmasq", "nginx", "wget"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found (./scripts/setup-debian.sh)", tool)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(vlab.IPXEDir, "undionly.kpxe")); err != nil {
+		return fmt.Errorf("iPXE binaries: %w (apt-get install ipxe)", err)
+	}
+	return nil
+}
+
+// Image the storm fetches: images/<imageName>/<imageVersion>/... (compute is a role image, so
+// bootd verifies it at start-up, before it answers, as it would in a lab).
+const (
+	imageName    = "compute"
+	imageVersion = "1"
+)
+
+func run(ctx context.Context, o options) (report string, err error) {
+	if err := openHostNetns(); err != nil {
+		return "", err
+	}
+	// Under /var/tmp: a disk, as /var/lib/bootd is on an appliance (bootd fsyncs its inventory).
+	work, err := os.MkdirTemp("/var/tmp", "bootstorm-")
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if o.keep {
+			fmt.Fprintln(os.Stderr, "bootstorm: work directory kept:", work)
+			return
+		}
+		os.RemoveAll(work)
+	}()
+
+	fmt.Fprintln(os.Stderr, "bootstorm: writing the test image")
+	spec, err := writeImage(work, o.rootfs)
+	if err != nil {
+		return "", err
+	}
+	lab, err := vlab.New(ctx, fmt.Sprintf("bstorm%d", os.Getpid()), netip.MustParsePrefix("10.80.0.1/24"))
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if cerr := lab.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	spec.Server = lab.Addr.Addr()
+
+	maxN := 0
+	for _, n := range o.sizes {
+		maxN = max(maxN, n)
+	}
+	fmt.Fprintf(os.Stderr, "bootstorm: %d machine namespaces on %s\n", maxN, lab.Name)
+	clients, err := addClients(ctx, lab, maxN)
+	defer func() {
+		for _, c := range clients {
+			c.ns.Close()
+		}
+	}()
+	if err != nil {
+		return "", err
+	}
+
+	servers := []server{
+		&bootdServer{lab: lab, bin: o.bootd, dir: filepath.Join(work, "bootd")},
+		&baselineServer{lab: lab, dir: filepath.Join(work, "baseline"), filesRoot: filepath.Join(work, "bootd"), ping: o.ping},
+	}
+	res := results{machine: describeMachine(), rootfs: o.rootfs, spec: spec}
+	for _, n := range o.sizes {
+		for _, s := range servers {
+			if err := ctx.Err(); err != nil {
+				return res.markdown(), err
+			}
+			r, err := storm(ctx, lab, s, clients[:n], spec)
+			if err != nil {
+				return res.markdown(), fmt.Errorf("N=%d %s: %w", n, s.Name(), err)
+			}
+			fmt.Fprintf(os.Stderr, "bootstorm: N=%d %s: %s\n", n, s.Name(), r.summary())
+			res.rounds = append(res.rounds, r)
+		}
+	}
+	return res.markdown(), nil
+}
+
+// writeImage publishes the test image under work/bootd/images (bootd's --images; nginx's root is
+// work/bootd) and returns what clients fetch. Kernel and initramfs are vlab's test image; the
+// root file system is random data (incompressible, like a squashfs).
+func writeImage(work string, rootfsSize int64) (clientSpec, error) {
+	stage := filepath.Join(work, "stage")
+	release, err := vlab.BuildTestImage(stage)
+	if err != nil {
+		return clientSpec{}, err
+	}
+	if err := writeRandom(filepath.Join(stage, "rootfs.squashfs"), rootfsSize); err != nil {
+		return clientSpec{}, err
+	}
+	m := artifact.Manifest{
+		Name: imageName, Version: imageVersion, Created: time.Unix(0, 0).UTC(),
+		Kernel: artifact.Kernel{File: "vmlinuz", Release: release}, Initrds: []string{"initramfs.img"},
+		Rootfs: &artifact.Rootfs{File: "rootfs.squashfs", Format: "squashfs"},
+		Layers: []artifact.Layer{{Name: "bootstorm", Digest: "none"}},
+	}
+	images := filepath.Join(work, "bootd", "images")
+	dir, err := artifact.Write(images, m, stage)
+	if err != nil {
+		return clientSpec{}, err
+	}
+	os.RemoveAll(stage)
+	img, err := artifact.Open(dir)
+	if err != nil {
+		return clientSpec{}, err
+	}
+	written := img.Manifest
+	spec := clientSpec{WantBoot: "undionly.kpxe"}
+	for _, f := range m.Referenced() {
+		fi := written.Files[f]
+		spec.Files = append(spec.Files, httpFile{Path: fmt.Sprintf("/images/%s/%s/%s", imageName, imageVersion, f), Size: fi.Size, SHA256: fi.SHA256})
+		// Read it once: both servers then serve from the page cache.
+		if err := warm(filepath.Join(dir, f)); err != nil {
+			return clientSpec{}, err
+		}
+	}
+	spec.BootSize, spec.BootSHA, err = sizeAndHash(filepath.Join(vlab.IPXEDir, spec.WantBoot))
+	return spec, err
+}
+
+func writeRandom(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	rnd, err := os.Open("/dev/urandom")
+	if err != nil {
+		f.Close()
+		return err
+	}
+	defer rnd.Close()
+	_, err = io.CopyN(f, rnd, size)
+	return errors.Join(err, f.Close())
+}
+
+func warm(path string) error {
+	_, _, err := sizeAndHash(path)
+	return err
+}
+
+func sizeAndHash(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return n, hex.EncodeToString(h.Sum(nil)), err
+}
+
+// addClients makes n machines on the lab's bridge, each a vlab host (own namespace, eth0 with
+// MAC 52:54:00:b5:HH:LL).
+func addClients(ctx context.Context, lab *vlab.Lab, n int) ([]*client, error) {
+	var out []*client
+	for i := range n {
+		mac := net.HardwareAddr{0x52, 0x54, 0x00, 0xb5, byte(i >> 8), byte(i)}
+		h, err := lab.AddHost(ctx, fmt.Sprintf("m%d", i), mac)
+		if err != nil {
+			return out, err
+		}
+		ns, err := openNetns(h.Name)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, &client{ns: ns, mac: mac, verify: i == 0})
+	}
+	return out, nil
+}
+
+// storm boots the clients at once against a freshly started s and measures.
+func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec clientSpec) (round, error) {
+	r := round{server: s.Name(), n: len(clients), load: loadavg()}
+	if err := resetClients(ctx, lab, clients); err != nil {
+		return r, err
+	}
+	if err := s.Start(ctx); err != nil {
+		s.Stop()
+		return r, err
+	}
+	defer s.Stop()
+	for _, c := range clients {
+		if err := c.prepare(); err != nil {
+			return r, err
+		}
+	}
+	before, err := measure(s.Leaders())
+	if err != nil {
+		return r, err
+	}
+	// Every storm is bounded: a minute plus three seconds a machine (a 256 MiB image at 100 MB/s).
+	ctx, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(len(clients))*3*time.Second)
+	defer cancel()
+	// The barrier: every machine waits on start, then all go at once.
+	start := make(chan struct{})
+	r.clients = make([]clientResult, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r.clients[i] = c.run(ctx, spec)
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	r.wall = time.Since(t0)
+	after, err := measure(s.Leaders())
+	if err != nil {
+		return r, err
+	}
+	r.cpu = after.CPU - before.CPU
+	r.hwm = after.HWM
+	r.procs = after.Procs
+	r.t0 = t0
+	return r, nil
+}
+
+// resetClients clears what the last storm left: addresses on the machines, neighbour entries
+// on the bridge side.
+func resetClients(ctx context.Context, lab *vlab.Lab, clients []*client) error {
+	for _, c := range clients {
+		if out, err := exec.CommandContext(ctx, "ip", "-n", c.ns.name, "addr", "flush", "dev", "eth0").CombinedOutput(); err != nil {
+			return fmt.Errorf("flush %s: %w: %s", c.ns.name, err, out)
+		}
+	}
+	if out, err := lab.Command(ctx, "ip", "neigh", "flush", "all").CombinedOutput(); err != nil {
+		return fmt.Errorf("flush neighbours: %w: %s", err, out)
+	}
+	return nil
+}
+
+// describeMachine is the CPU, core count, memory and kernel, for the report.
+func describeMachine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0]); len(f) >= 2 {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
+		}
+	}
+	var u syscall.Utsname
+	kernel := ""
+	if syscall.Uname(&u) == nil {
+		b := make([]byte, 0, len(u.Release))
+		for _, c := range u.Release {
+			if c == 0 {
+				break
+			}
+			b = append(b, byte(c))
+		}
+		kernel = ", Linux " + string(b)
+	}
+	return fmt.Sprintf("%s, %d cores%s%s", model, runtime.NumCPU(), mem, kernel)
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/bpf"
+)
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 200; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if got := percentile(ds, 50); got != 100*time.Millisecond {
+		t.Errorf("p50 = %s, want 100ms", got)
+	}
+	if got := percentile(ds, 99); got != 198*time.Millisecond {
+		t.Errorf("p99 = %s, want 198ms", got)
+	}
+	if got := percentile(ds[:1], 99); got != time.Millisecond {
+		t.Errorf("p99 of one = %s", got)
+	}
+}
+
+func TestSpanCountsBusyTimeOnly(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var s span
+	s.add(at(0), at(100), 1000)
+	s.add(at(50), at(150), 1000) // overlaps: busy 0..150
+	s.add(at(1000), at(1050), 1000)
+	if got := s.busy(); got != 200*time.Millisecond {
+		t.Fatalf("busy = %s, want 200ms", got)
+	}
+	if got := s.rate(); got != 15000 {
+		t.Errorf("rate = %v, want 15000 B/s", got)
+	}
+}
+
+// dhcpPacket is an IPv4 header (ihl words of 4 bytes), a UDP header to port, and a BOOTP header
+// whose chaddr is mac.
+func dhcpPacket(ihl int, port uint16, mac net.HardwareAddr) []byte {
+	p := make([]byte, ihl*4+8+300)
+	p[0] = 0x40 | byte(ihl)
+	p[9] = 17
+	u := p[ihl*4:]
+	u[2], u[3] = byte(port>>8), byte(port)
+	copy(u[8+28:], mac)
+	return p
+}
+
+func TestChaddrFilter(t *testing.T) {
+	mine := net.HardwareAddr{0x52, 0x54, 0x00, 0xb5, 0x00, 0x07}
+	other := net.HardwareAddr{0x52, 0x54, 0x00, 0xb5, 0x00, 0x08}
+	vm, err := bpf.NewVM(chaddrFilter(mine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := dhcpPacket(5, 68, mine)
+	tcp[9] = 6
+	frag := dhcpPacket(5, 68, mine)
+	frag[7] = 1
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+		want bool
+	}{
+		{"reply to us", dhcpPacket(5, 68, mine), true},
+		{"reply to us, IP options", dhcpPacket(6, 68, mine), true},
+		{"reply to another client", dhcpPacket(5, 68, other), false},
+		{"another client's discover", dhcpPacket(5, 67, other), false},
+		{"tcp", tcp, false},
+		{"fragment", frag, false},
+	} {
+		n, err := vm.Run(tc.pkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (n > 0) != tc.want {
+			t.Errorf("%s: accepted %d bytes, want accept=%v", tc.name, n, tc.want)
+		}
+	}
+}
