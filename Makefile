@@ -35,7 +35,9 @@ FUZZ_TARGETS := \
 	./internal/tftpd:FuzzCleanPath \
 	./internal/httpd:FuzzRequestPath \
 	./internal/artifact:FuzzOpenManifest \
-	./internal/spec:FuzzLoadLayer
+	./internal/spec:FuzzLoadLayer \
+	./internal/spec:FuzzLoadImage \
+	./internal/spec:FuzzLoadSite
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -359,6 +359,7 @@ func badInput(ctx context.Context, t *testing.T, l *imgLab) {
 			}
 		}
 	})
+	t.Run("killed at random points, then built", func(t *testing.T) { killLoop(ctx, t, l, filepath.Join(l.dir, "imgbuild")) })
 }
 
 func noVersion(t *testing.T, dir string) {

@@ -1,11 +1,13 @@
 package bootd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/ctl"
@@ -24,11 +26,57 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe bool) (dhcpd.Lease, bool, error)
 	if !pxe {
 		return dhcpd.Lease{}, false, nil
 	}
-	lease, err := l.d.inv.DiscoveryLease(mac.String(), l.d.pool())
+	// One lookup per MAC at a time: a client that retransmits its DISCOVER while its new address
+	// is being probed shares that probe's outcome instead of renewing the unprobed address.
+	v, err, _ := l.d.leasing.Do(mac.String(), func() (any, error) { return l.d.discoveryLease(mac.String()) })
 	if err != nil {
 		return dhcpd.Lease{}, false, err
 	}
-	return dhcpd.Lease{IP: lease.Address, Duration: l.d.cfg.Discovery.LeaseTime}, true, nil
+	return dhcpd.Lease{IP: v.(inventory.Lease).Address, Duration: l.d.cfg.Discovery.LeaseTime}, true, nil
+}
+
+// Prober finds a host that already answers at an address on the segment (internal/arpprobe).
+type Prober interface {
+	Probe(ctx context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error)
+}
+
+const (
+	// probeTimeout is how long a new discovery address is probed before it is offered: a host on
+	// the same switch answers ARP in well under a millisecond, and a PXE ROM waits seconds for an offer.
+	probeTimeout = 300 * time.Millisecond
+	// maxProbes bounds the addresses tried for one request, and so its delay; the next request
+	// goes on from there, since every address found in use is held back.
+	maxProbes = 3
+)
+
+// discoveryLease returns mac's discovery lease. A newly allocated address is first probed with
+// ARP (RFC 5227): when another host answers at it, that host is named in the log, the address is
+// held back like a declined one, and the next free address is tried. Renewals are not probed:
+// the client itself may answer at its address.
+func (d *daemon) discoveryLease(mac string) (inventory.Lease, error) {
+	for range maxProbes {
+		lease, fresh, err := d.inv.DiscoveryLeaseFresh(mac, d.pool())
+		if err != nil || !fresh || d.probe == nil {
+			return lease, err
+		}
+		squatter, err := d.probe.Probe(context.Background(), lease.Address, probeTimeout)
+		if err != nil {
+			// Fail open: an unprobed offer is what bootd did before probing existed, and a client
+			// that finds the address in use still declines it.
+			d.log.WithError(err).WithField("address", lease.Address).Warn("discovery address offered without an ARP probe")
+			return lease, nil
+		}
+		if squatter == nil {
+			return lease, nil
+		}
+		d.log.WithFields(map[string]any{"address": lease.Address, "squatter_mac": squatter.String(), "client_mac": mac}).
+			Errorf("ADDRESS IN USE: %s in the discovery pool answers ARP from %s, which has no lease for it; the address is held back like a declined one and the client gets another; find that host and remove its static address, or move the pool",
+				lease.Address, squatter)
+		if err := d.inv.HoldAddress(mac, lease.Address, d.cfg.Discovery.LeaseTime); err != nil {
+			return inventory.Lease{}, err
+		}
+	}
+	return inventory.Lease{}, fmt.Errorf("%d discovery addresses in a row answer ARP already (held back, see above): no lease for %s this time", maxProbes, mac)
 }
 
 func (l leaser) Release(mac net.HardwareAddr, declined bool) {

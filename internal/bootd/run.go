@@ -14,7 +14,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
 
+	"github.com/labcluster/gpucluster/internal/arpprobe"
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/config"
 	"github.com/labcluster/gpucluster/internal/ctl"
@@ -40,6 +42,10 @@ type daemon struct {
 	neighbourMAC func(netip.Addr) (string, error)
 	secrets      *secrets.Store
 	templates    fs.FS // overlays/, embedded in the binary
+	// probe checks a new discovery address on the segment before it is offered (nil: unprobed);
+	// leasing keeps it to one lookup per MAC at a time.
+	probe   Prober
+	leasing singleflight.Group
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -90,7 +96,8 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 		return nil, err
 	}
 	return &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
-		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS}, nil
+		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS,
+		probe: arpprobe.New(cfg.Interface)}, nil
 }
 
 // lockStateDir makes the state directory private and takes an exclusive lock on it for the

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -48,6 +49,33 @@ type Handler struct {
 	network  []dhcpv4.Option // options 1, 3, 6, 15: the same in every positive reply
 	leaser   Leaser
 	log      logrus.FieldLogger
+	// leaseErrs rate-limits the warning for requests the Leaser could not serve: a flood of
+	// DISCOVERs from made-up MACs exhausts the pool, and each further one would log a line.
+	leaseErrs limiter
+}
+
+// leaseErrEvery is how often at most a failed lease is logged as a warning; the others go to the
+// debug log and are counted in the next warning.
+const leaseErrEvery = 10 * time.Second
+
+// limiter lets one event through per interval and counts the ones it held back.
+type limiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether an event at now may be logged, and how many were held back since the last.
+func (l *limiter) allow(now time.Time, every time.Duration) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < every {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
 }
 
 // NewHandler returns a handler serving opts with addresses from leaser. A nil log discards.
@@ -142,7 +170,11 @@ func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, log logrus.FieldLogger) (
 	l, ok, err := h.leaser.Lease(req.ClientHWAddr, c.pxe)
 	switch {
 	case err != nil:
-		log.WithError(err).Warn("no lease for client")
+		if ok, n := h.leaseErrs.allow(time.Now(), leaseErrEvery); ok {
+			log.WithError(err).WithField("suppressed", n).Warnf("no lease for client (at most one such warning per %s; suppressed counts the others since the last)", leaseErrEvery)
+		} else {
+			log.WithError(err).Debug("no lease for client")
+		}
 		return Lease{}, false
 	case !ok:
 		log.WithField("pxe", c.pxe).Debug("unknown client that is not PXE booting: not answered")

@@ -101,11 +101,28 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// Serve answers on ln until ctx is done. Timeouts on headers and idle connections keep slow or
-// stalled clients from holding the server; there is no write timeout because images are large.
+// bodyTimeout bounds reading a request's body. ReadHeaderTimeout covers only the headers: a
+// client announcing a body and never sending it (or a byte a minute) would hold its connection
+// for ever. The one body bootd reads is a node's hardware report, a few hundred bytes.
+var bodyTimeout = 10 * time.Second // a variable for tests
+
+// limitBodies gives every request that announces a body (Content-Length or chunked) bodyTimeout
+// to deliver it, from the end of its headers. Requests without a body, the image downloads among
+// them, are untouched. The server sets a fresh deadline for the connection's next request.
+func limitBodies(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Serve answers on ln until ctx is done. Timeouts on headers, bodies and idle connections keep
+// slow or stalled clients from holding the server; there is no write timeout because images are large.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.Handler(),
+		Handler:           limitBodies(s.Handler()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,

@@ -18,6 +18,14 @@ const declineHold = 10
 // DiscoveryLease returns mac's discovery lease, renewing it, or leases the lowest free address
 // of the pool. An address is never leased to two MACs at once, and never one a node holds.
 func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
+	l, _, err := s.DiscoveryLeaseFresh(mac, pool)
+	return l, err
+}
+
+// DiscoveryLeaseFresh is DiscoveryLease, and reports whether the address was newly allocated to
+// mac (fresh) rather than renewed: a fresh address is one the caller may want to check on the
+// segment (ARP probe) before offering it, and hold back with HoldAddress if it is in use.
+func (s *Store) DiscoveryLeaseFresh(mac string, pool Pool) (l Lease, fresh bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -25,20 +33,21 @@ func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
 	// A lease keeps its address even past expiry (stable for the machine): allocation prunes expired
 	// leases whenever it hands out their address, so a lease still listed is still this MAC's own.
 	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 && pool.contains(s.data.Leases[i].Address) {
-		return s.renew(i, expires, pool.LeaseTime)
+		l, err := s.renew(i, expires, pool.LeaseTime)
+		return l, false, err
 	}
 	addr, err := s.freeAddress(pool, now)
 	if err != nil {
-		return Lease{}, err
+		return Lease{}, false, err
 	}
 	old := s.data
-	l := Lease{MAC: mac, Address: addr, Expires: expires}
+	l = Lease{MAC: mac, Address: addr, Expires: expires}
 	s.data.Leases = append(s.prunedFor(mac, now), l)
 	if err := s.save(); err != nil {
 		s.data = old
-		return Lease{}, err
+		return Lease{}, false, err
 	}
-	return l, nil
+	return l, true, nil
 }
 
 // renew extends lease i. Waiting machines renew on every poll, every few seconds, so the file
@@ -110,6 +119,24 @@ func (s *Store) ReleaseLease(mac string, declined bool, leaseTime time.Duration)
 	} else {
 		s.data.Leases = slices.Delete(s.data.Leases, i, i+1)
 	}
+	if err := s.save(); err != nil {
+		s.data = old
+		return err
+	}
+	return nil
+}
+
+// HoldAddress takes addr out of the pool as if a client had declined it: another host on the
+// segment answers at it (an ARP probe found it). mac's lease on addr, if it has one, becomes the
+// hold, so that machine gets another address at its next request.
+func (s *Store) HoldAddress(mac string, addr netip.Addr, leaseTime time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.data
+	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(l Lease) bool {
+		return l.Address == addr && (l.Declined || l.MAC == mac)
+	})
+	s.data.Leases = append(s.data.Leases, Lease{Address: addr, Declined: true, Expires: s.now().Add(declineHold * leaseTime)})
 	if err := s.save(); err != nil {
 		s.data = old
 		return err

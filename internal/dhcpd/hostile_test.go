@@ -1,0 +1,84 @@
+package dhcpd
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+)
+
+// Garbage of every size up to the largest UDP datagram, truncated and absurd packets, sent to
+// the real server: it keeps answering a good client.
+func TestServeSurvivesGarbage(t *testing.T) {
+	port := startServer(t, &fakeLeaser{})
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	to := &net.UDPAddr{IP: loopback, Port: port}
+	good := packet(t, dhcpv4.MessageTypeDiscover, unknownMAC, pxeBIOS...).ToBytes()
+	var pkts [][]byte
+	for _, n := range []int{0, 1, 235, 236, 240, 241, 576, 1500, 4096, 4097, 65000} {
+		p := make([]byte, n)
+		_, _ = rand.Read(p)
+		pkts = append(pkts, p)
+	}
+	for n := 0; n < len(good); n += 5 {
+		pkts = append(pkts, good[:n])
+	}
+	// A real packet whose options run on past the end, and one padded to 65000 bytes.
+	overrun := append(good[:len(good)-1:len(good)-1], 60, 255, 'P', 'X', 'E')
+	pkts = append(pkts, overrun, append(good[:len(good):len(good)], make([]byte, 65000-len(good))...))
+	for _, p := range pkts {
+		if _, err := conn.WriteTo(p, to); err != nil {
+			t.Fatalf("send %d bytes: %v", len(p), err)
+		}
+	}
+	c, _ := newClient(t, nodeMAC, port)
+	ctx, cancel := context.WithTimeout(context.Background(), loopbackTimeout)
+	defer cancel()
+	lease, err := c.Request(ctx)
+	if err != nil {
+		t.Fatalf("a good client after %d garbage packets: %v", len(pkts), err)
+	}
+	if got := addr(lease.ACK.YourIPAddr); got != nodeIP {
+		t.Fatalf("ACK for %v, want %v", got, nodeIP)
+	}
+}
+
+// A pool exhausted by a flood: one warning per interval, the rest at debug level with a count.
+func TestLeaseErrorsAreRateLimited(t *testing.T) {
+	log, hook := test.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	h := NewHandler(testOptions(), &fakeLeaser{err: errors.New("discovery pool exhausted")}, log)
+	for i := range 1000 {
+		mac := net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}
+		if h.Reply(packet(t, dhcpv4.MessageTypeDiscover, mac, pxeBIOS...)) != nil {
+			t.Fatal("an answer without a lease")
+		}
+	}
+	warnings := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Fatalf("%d warnings for 1000 failed leases within %s, want 1", warnings, leaseErrEvery)
+	}
+	var l limiter
+	now := time.Now()
+	l.allow(now, time.Second)
+	l.allow(now, time.Second)
+	l.allow(now.Add(500*time.Millisecond), time.Second)
+	if ok, n := l.allow(now.Add(time.Second), time.Second); !ok || n != 2 {
+		t.Fatalf("after the interval: allow = %v, suppressed %d; want true, 2", ok, n)
+	}
+}

@@ -1,0 +1,109 @@
+package httpd
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// anyNodes accepts every hardware report.
+type anyNodes struct{}
+
+func (anyNodes) Overlay(netip.AddrPort) (string, []OverlayFile, error) { return "", nil, ErrForbidden }
+func (anyNodes) ReportHardware(netip.AddrPort, []byte) (string, error) { return "c4", nil }
+func (anyNodes) Kickstart(netip.Addr) (string, []byte, error)          { return "", nil, ErrForbidden }
+
+// serveLoopback runs the real Serve (server timeouts included) on 127.0.0.1.
+func serveLoopback(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ipxe.efi"), []byte("efi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// send writes req on a new connection and returns the status line of the answer ("" when the
+// server closed without one) and how long that took.
+func send(t *testing.T, addr, req string) (string, time.Duration) {
+	t.Helper()
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	go func() { _, _ = io.WriteString(c, req) }()
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), time.Since(start)
+}
+
+func TestHostileRequests(t *testing.T) {
+	defer func(d time.Duration) { bodyTimeout = d }(bodyTimeout)
+	bodyTimeout = 300 * time.Millisecond
+	addr := serveLoopback(t)
+	ok := func() {
+		t.Helper()
+		if line, _ := send(t, addr, "GET /ipxe/ipxe.efi HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); !strings.Contains(line, " 200 ") {
+			t.Fatalf("a good request after the hostile one: %q", line)
+		}
+	}
+	t.Run("1 MiB URL", func(t *testing.T) {
+		if line, _ := send(t, addr, "GET /ipxe/"+strings.Repeat("a", 1<<20)+" HTTP/1.1\r\nHost: x\r\n\r\n"); line != "" && !strings.Contains(line, " 431 ") {
+			t.Errorf("answer %q, want 431 or a closed connection", line)
+		}
+		ok()
+	})
+	t.Run("100 KiB of headers", func(t *testing.T) {
+		var h strings.Builder
+		for i := 0; h.Len() < 100<<10; i++ {
+			fmt.Fprintf(&h, "X-%d: %s\r\n", i, strings.Repeat("b", 1000))
+		}
+		if line, _ := send(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n"+h.String()+"\r\n"); line != "" && !strings.Contains(line, " 431 ") {
+			t.Errorf("answer %q, want 431 or a closed connection", line)
+		}
+		ok()
+	})
+	for _, tc := range []struct{ name, req string }{
+		{"a body that never comes", "POST /api/v1/node/hardware HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n{"},
+		{"a chunked body that never ends", "POST /api/v1/node/hardware HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"},
+		{"a GET with a body that never comes", "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, d := send(t, addr, tc.req)
+			// The server answers (an error, or the GET's own answer) and closes, or just closes:
+			// either way within the body timeout, not the 10 s this client would wait.
+			if d >= 5*time.Second {
+				t.Errorf("the server held the connection %s (answer %q)", d, line)
+			}
+			ok()
+		})
+	}
+}
