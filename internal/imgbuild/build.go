@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -45,7 +46,12 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 	if _, err := os.Stat(filepath.Join(o.OutDir, r.Image, r.Version)); err == nil {
 		return nil, fmt.Errorf("%s/%s already exists: versions are immutable, pick another --version", r.Image, r.Version)
 	}
-	work, err := os.MkdirTemp(mkdirAll(o.CacheDir), "build-"+r.Image+"-")
+	unlock, err := lockCache(o.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	work, err := os.MkdirTemp(o.CacheDir, "build-"+r.Image+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +195,23 @@ func writeExtras(stage string, plan *spec.Plan, lock *resolve.LockFile) error {
 	return nil
 }
 
-func mkdirAll(dir string) string {
-	_ = os.MkdirAll(dir, 0o755)
-	return dir
+// lockCache takes the cache for this build alone (a second imgbuild on the same cache would
+// share layer trees mid-build), then clears what killed builds left in it.
+func lockCache(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another imgbuild is using the cache %s; wait for it or give --cache another directory", dir)
+	}
+	if err := rootfs.CleanStale(dir, "build-"); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
 }

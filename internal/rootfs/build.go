@@ -46,6 +46,9 @@ type Builder struct {
 // Build applies steps in order and leaves a copy of the top layer's tree at dst (which must not
 // exist). Layers whose key is cached are reused; the others are built from their parent's tree.
 func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result, error) {
+	if err := CleanStale(filepath.Join(b.CacheDir, "layers"), ".build-"); err != nil {
+		return nil, err
+	}
 	results := make([]Result, 0, len(steps))
 	parent, parentKey := "", ""
 	for _, st := range steps {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
 	"github.com/labcluster/gpucluster/internal/spec"
 )
@@ -173,5 +174,30 @@ func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("rootfs tests need root (chroot, mounts, chown); run them as root as CI does")
+	}
+}
+
+func TestCleanStaleUnmountsWhatAKilledBuildLeft(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	proc := filepath.Join(dir, ".build-base-1", "tree", "proc")
+	if err := os.MkdirAll(proc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("proc", proc, "proc", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(proc, unix.MNT_DETACH) })
+	if err := CleanStale(dir, ".build-"); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("left %v", entries)
+	}
+	points, _ := mountPoints()
+	for _, p := range points {
+		if strings.HasPrefix(p, dir) {
+			t.Fatalf("%s still mounted", p)
+		}
 	}
 }
