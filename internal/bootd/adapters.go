@@ -53,13 +53,28 @@ const (
 // ARP (RFC 5227): when another host answers at it, that host is named in the log, the address is
 // held back like a declined one, and the next free address is tried. Renewals are not probed:
 // the client itself may answer at its address.
+//
+// The inventory prefers an address the scout probed free within scoutFresh; such an address gets
+// only a quick re-check (confirmTimeout) for a host that appeared since. Without one (no scout,
+// or a storm took every vouched address), the new address gets the full probe (probeTimeout).
 func (d *daemon) discoveryLease(mac string) (inventory.Lease, error) {
+	var prefer func(netip.Addr) bool
+	if d.scout != nil {
+		prefer = d.scout.vouches
+	}
 	for range maxProbes {
-		lease, fresh, err := d.inv.DiscoveryLeaseFresh(mac, d.pool())
+		lease, fresh, vouched, err := d.inv.DiscoveryLeaseFrom(mac, d.pool(), prefer)
 		if err != nil || !fresh || d.probe == nil {
 			return lease, err
 		}
-		squatter, err := d.probe.Probe(context.Background(), lease.Address, probeTimeout)
+		timeout := probeTimeout
+		if d.scout != nil {
+			d.scout.took(lease.Address)
+			if vouched {
+				timeout = confirmTimeout
+			}
+		}
+		squatter, err := d.probe.Probe(context.Background(), lease.Address, timeout)
 		if err != nil {
 			// Fail open: an unprobed offer is what bootd did before probing existed, and a client
 			// that finds the address in use still declines it.
@@ -69,14 +84,23 @@ func (d *daemon) discoveryLease(mac string) (inventory.Lease, error) {
 		if squatter == nil {
 			return lease, nil
 		}
-		d.log.WithFields(map[string]any{"address": lease.Address, "squatter_mac": squatter.String(), "client_mac": mac}).
-			Errorf("ADDRESS IN USE: %s in the discovery pool answers ARP from %s, which has no lease for it; the address is held back like a declined one and the client gets another; find that host and remove its static address, or move the pool",
-				lease.Address, squatter)
+		d.logSquatter(lease.Address, squatter, mac)
 		if err := d.inv.HoldAddress(mac, lease.Address, d.cfg.Discovery.LeaseTime); err != nil {
 			return inventory.Lease{}, err
 		}
 	}
 	return inventory.Lease{}, fmt.Errorf("%d discovery addresses in a row answer ARP already (held back, see above): no lease for %s this time", maxProbes, mac)
+}
+
+// logSquatter names a host found answering at a pool address it has no lease for (clientMAC: the
+// client the address was meant for, "" when the scout found it ahead of time).
+func (d *daemon) logSquatter(a netip.Addr, squatter net.HardwareAddr, clientMAC string) {
+	f := map[string]any{"address": a, "squatter_mac": squatter.String()}
+	if clientMAC != "" {
+		f["client_mac"] = clientMAC
+	}
+	d.log.WithFields(f).Errorf("ADDRESS IN USE: %s in the discovery pool answers ARP from %s, which has no lease for it; the address is held back like a declined one and the client gets another; find that host and remove its static address, or move the pool",
+		a, squatter)
 }
 
 func (l leaser) Release(mac net.HardwareAddr, declined bool) {

@@ -23,13 +23,15 @@ type fakeProber struct {
 	err    error
 	delay  time.Duration
 	probed []netip.Addr
+	waits  []time.Duration
 }
 
-func (p *fakeProber) Probe(_ context.Context, a netip.Addr, _ time.Duration) (net.HardwareAddr, error) {
+func (p *fakeProber) Probe(_ context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error) {
 	time.Sleep(p.delay)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.probed = append(p.probed, a)
+	p.waits = append(p.waits, timeout)
 	return p.taken[a], p.err
 }
 

@@ -46,6 +46,8 @@ type daemon struct {
 	// leasing keeps it to one lookup per MAC at a time.
 	probe   Prober
 	leasing singleflight.Group
+	// scout probes free discovery addresses ahead of time (nil: every new address waits for its probe).
+	scout *scout
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -56,6 +58,9 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 	}
 	d.logStart()
 	g, ctx := errgroup.WithContext(ctx)
+	if d.scout != nil {
+		g.Go(func() error { d.scout.run(ctx); return nil })
+	}
 	g.Go(func() error { return d.serveDHCP(ctx) })
 	g.Go(func() error { return d.serveTFTP(ctx) })
 	g.Go(func() error { return d.serveHTTP(ctx) })
@@ -95,9 +100,11 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
+	d := &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
 		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS,
-		probe: arpprobe.New(cfg.Interface)}, nil
+		probe: arpprobe.New(cfg.Interface)}
+	d.scout = newScout(d)
+	return d, nil
 }
 
 // lockStateDir makes the state directory private and takes an exclusive lock on it for the

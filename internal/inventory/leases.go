@@ -26,40 +26,81 @@ func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
 // mac (fresh) rather than renewed: a fresh address is one the caller may want to check on the
 // segment (ARP probe) before offering it, and hold back with HoldAddress if it is in use.
 func (s *Store) DiscoveryLeaseFresh(mac string, pool Pool) (l Lease, fresh bool, err error) {
+	l, fresh, _, err = s.DiscoveryLeaseFrom(mac, pool, nil)
+	return l, fresh, err
+}
+
+// DiscoveryLeaseFrom is DiscoveryLeaseFresh, except that a new allocation takes the lowest free
+// address for which prefer returns true (preferred; e.g. one an ARP probe found free moments
+// ago), and only when there is none the lowest free address. prefer (nil: none) is called with
+// the store locked; it must not call the store. The allocation itself stays here, under the
+// store's lock, so an address is never leased to two MACs whatever prefer says.
+//
+// The lease is returned once it is durable (group commit, see Store). A new allocation whose
+// write fails is removed again, so the caller offers nothing.
+func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr) bool) (l Lease, fresh, preferred bool, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.now()
 	expires := now.Add(pool.LeaseTime)
 	// A lease keeps its address even past expiry (stable for the machine): allocation prunes expired
 	// leases whenever it hands out their address, so a lease still listed is still this MAC's own.
 	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 && pool.contains(s.data.Leases[i].Address) {
-		l, err := s.renew(i, expires, pool.LeaseTime)
-		return l, false, err
+		l, g := s.renew(i, expires, pool.LeaseTime)
+		s.mu.Unlock()
+		return l, false, false, s.commit(g)
 	}
-	addr, err := s.freeAddress(pool, now)
+	addr, preferred, err := s.freeAddress(pool, now, prefer)
 	if err != nil {
-		return Lease{}, false, err
+		s.mu.Unlock()
+		return Lease{}, false, false, err
 	}
-	old := s.data
 	l = Lease{MAC: mac, Address: addr, Expires: expires}
 	s.data.Leases = append(s.prunedFor(mac, now), l)
-	if err := s.save(); err != nil {
-		s.data = old
-		return Lease{}, false, err
+	g := s.bump()
+	s.leaseGen[mac] = g
+	s.mu.Unlock()
+	if err := s.commit(g); err != nil {
+		if s.undoAllocation(l, g) {
+			return Lease{}, false, false, err
+		}
 	}
-	return l, true, nil
+	return l, true, preferred, nil
 }
 
-// renew extends lease i. Waiting machines renew on every poll, every few seconds, so the file
-// is written only when the last write is half a lease old: every lease on disk then still has
-// at least half its time left.
-func (s *Store) renew(i int, expires time.Time, leaseTime time.Duration) (Lease, error) {
+// undoAllocation removes lease l (generation g) after its write failed, and reports true; or
+// false when a later write made it durable meanwhile (then it stands). The removal is written
+// with the next change; until then the file may hold l, which only keeps its address unused.
+func (s *Store) undoAllocation(l Lease, g uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.durable >= g {
+		return false
+	}
+	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(x Lease) bool { return x == l })
+	if s.leaseGen[l.MAC] == g {
+		delete(s.leaseGen, l.MAC)
+	}
+	return true
+}
+
+// renew extends lease i and returns the generation to wait for (0: none). Waiting machines renew
+// on every poll, every few seconds, so the file is written only when the last write is half a
+// lease old: every lease on disk then still has at least half its time left. A lease whose
+// allocation is still being written is not handed out before that write is done.
+// Callers hold s.mu.
+func (s *Store) renew(i int, expires time.Time, leaseTime time.Duration) (Lease, uint64) {
 	l := &s.data.Leases[i]
 	l.Expires = expires
-	if s.now().Sub(s.persisted) < leaseTime/2 {
-		return *l, nil
+	if s.now().Sub(s.persisted) >= leaseTime/2 {
+		return *l, s.bump()
 	}
-	return *l, s.save()
+	if g, ok := s.leaseGen[l.MAC]; ok {
+		if g > s.durable {
+			return *l, g
+		}
+		delete(s.leaseGen, l.MAC)
+	}
+	return *l, 0
 }
 
 // LeaseOf returns mac's discovery lease, expired or not.
@@ -72,8 +113,26 @@ func (s *Store) LeaseOf(mac string) (Lease, error) {
 	return Lease{}, fmt.Errorf("lease of %s: %w", mac, ErrNotFound)
 }
 
-// freeAddress finds the lowest pool address not held by an unexpired lease or a node.
-func (s *Store) freeAddress(pool Pool, now time.Time) (netip.Addr, error) {
+// freeAddress finds the lowest pool address not held by an unexpired lease or a node, preferring
+// (when prefer is not nil) the lowest such address that prefer accepts.
+func (s *Store) freeAddress(pool Pool, now time.Time, prefer func(netip.Addr) bool) (netip.Addr, bool, error) {
+	free := s.freeAddresses(pool, now, -1)
+	if prefer != nil {
+		for _, a := range free {
+			if prefer(a) {
+				return a, true, nil
+			}
+		}
+	}
+	if len(free) == 0 {
+		return netip.Addr{}, false, fmt.Errorf("%w: all of %s-%s are leased or declined; widen [discovery] or shorten its lease_time", ErrPoolExhausted, pool.Start, pool.End)
+	}
+	return free[0], false, nil
+}
+
+// freeAddresses lists the lowest n (n < 0: all) pool addresses not held by an unexpired lease or
+// a node, in order. Callers hold s.mu.
+func (s *Store) freeAddresses(pool Pool, now time.Time, n int) []netip.Addr {
 	used := map[netip.Addr]bool{}
 	for _, l := range s.data.Leases {
 		if l.Expires.After(now) {
@@ -83,12 +142,21 @@ func (s *Store) freeAddress(pool Pool, now time.Time) (netip.Addr, error) {
 	for _, n := range s.data.Nodes {
 		used[n.Address] = true
 	}
-	for a := pool.Start; a.IsValid() && a.Compare(pool.End) <= 0; a = a.Next() {
+	var free []netip.Addr
+	for a := pool.Start; a.IsValid() && a.Compare(pool.End) <= 0 && len(free) != n; a = a.Next() {
 		if !used[a] {
-			return a, nil
+			free = append(free, a)
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("%w: all of %s-%s are leased or declined; widen [discovery] or shorten its lease_time", ErrPoolExhausted, pool.Start, pool.End)
+	return free
+}
+
+// FreeAddresses returns the n lowest free addresses of the pool: the ones the next allocations
+// will take, worth probing ahead of time.
+func (s *Store) FreeAddresses(pool Pool, n int) []netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freeAddresses(pool, s.now(), n)
 }
 
 // prunedFor returns the leases without expired ones and without mac's old one (a copy: the old
@@ -105,43 +173,57 @@ func (p Pool) contains(a netip.Addr) bool {
 
 // ReleaseLease ends mac's discovery lease. When declined, the client reported the address in use
 // by another host: the address is held back from the pool for a while instead of being freed.
+// Group-committed: on a failed write the change stays in memory (see Store).
 func (s *Store) ReleaseLease(mac string, declined bool, leaseTime time.Duration) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined })
 	if i < 0 {
+		s.mu.Unlock()
 		return fmt.Errorf("lease of %s: %w", mac, ErrNotFound)
 	}
-	old := s.data
 	s.data.Leases = slices.Clone(s.data.Leases)
 	if declined {
 		s.data.Leases[i] = Lease{Address: s.data.Leases[i].Address, Declined: true, Expires: s.now().Add(declineHold * leaseTime)}
 	} else {
 		s.data.Leases = slices.Delete(s.data.Leases, i, i+1)
 	}
-	if err := s.save(); err != nil {
-		s.data = old
-		return err
-	}
-	return nil
+	g := s.bump()
+	s.mu.Unlock()
+	return s.commit(g)
 }
 
 // HoldAddress takes addr out of the pool as if a client had declined it: another host on the
 // segment answers at it (an ARP probe found it). mac's lease on addr, if it has one, becomes the
 // hold, so that machine gets another address at its next request.
+// Group-committed: on a failed write the hold stays in memory (see Store).
 func (s *Store) HoldAddress(mac string, addr netip.Addr, leaseTime time.Duration) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.data
+	g := s.hold(mac, addr, leaseTime)
+	s.mu.Unlock()
+	return s.commit(g)
+}
+
+// HoldFreeAddress is HoldAddress for an address found in use while nobody had it: it holds addr
+// only if it is still free now (no unexpired lease, no node), and reports whether it did.
+func (s *Store) HoldFreeAddress(addr netip.Addr, leaseTime time.Duration) (bool, error) {
+	s.mu.Lock()
+	now := s.now()
+	if slices.ContainsFunc(s.data.Leases, func(l Lease) bool { return l.Address == addr && l.Expires.After(now) }) ||
+		slices.ContainsFunc(s.data.Nodes, func(n Node) bool { return n.Address == addr }) {
+		s.mu.Unlock()
+		return false, nil
+	}
+	g := s.hold("", addr, leaseTime)
+	s.mu.Unlock()
+	return true, s.commit(g)
+}
+
+func (s *Store) hold(mac string, addr netip.Addr, leaseTime time.Duration) uint64 {
 	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(l Lease) bool {
 		return l.Address == addr && (l.Declined || l.MAC == mac)
 	})
 	s.data.Leases = append(s.data.Leases, Lease{Address: addr, Declined: true, Expires: s.now().Add(declineHold * leaseTime)})
-	if err := s.save(); err != nil {
-		s.data = old
-		return err
-	}
-	return nil
+	return s.bump()
 }
 
 // Leases returns a copy of the discovery leases.

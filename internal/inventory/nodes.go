@@ -43,24 +43,35 @@ func (s *Store) find(match func(Node) bool, what string) (Node, error) {
 // the node when the machine is assigned; otherwise the machine is (or stays) waiting and ok is false.
 func (s *Store) See(mac string, facts Facts) (node Node, ok bool, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.now()
 	s.pruneWaiting(now)
+	var g uint64
 	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.MAC == mac }); i >= 0 {
 		n := &s.data.Nodes[i]
 		changed := mergeFacts(&n.Facts, facts)
 		n.LastSeen = now
-		return *n, true, s.saveIf(changed)
-	}
-	i := slices.IndexFunc(s.data.Waiting, func(m Machine) bool { return m.MAC == mac })
-	if i < 0 {
+		node, ok, g = *n, true, s.bumpIf(changed)
+	} else if i := slices.IndexFunc(s.data.Waiting, func(m Machine) bool { return m.MAC == mac }); i < 0 {
 		s.data.Waiting = append(s.data.Waiting, Machine{MAC: mac, Facts: facts, FirstSeen: now, LastSeen: now})
-		return Node{}, false, s.save()
+		g = s.bump()
+	} else {
+		m := &s.data.Waiting[i]
+		changed := mergeFacts(&m.Facts, facts)
+		m.LastSeen = now
+		g = s.bumpIf(changed)
 	}
-	m := &s.data.Waiting[i]
-	changed := mergeFacts(&m.Facts, facts)
-	m.LastSeen = now
-	return Node{}, false, s.saveIf(changed)
+	s.mu.Unlock()
+	// Group-committed: on a failed write the change stays in memory (see Store).
+	return node, ok, s.commit(g)
+}
+
+// bumpIf gives a change a generation (to be written) when something that matters changed, or
+// when last-seen times are getting stale on disk; 0 otherwise. Callers hold s.mu.
+func (s *Store) bumpIf(changed bool) uint64 {
+	if changed || s.now().Sub(s.persisted) >= seenPersistInterval {
+		return s.bump()
+	}
+	return 0
 }
 
 // WaitingTTL is how long a machine counts as waiting after its last poll: a waiting machine
@@ -99,7 +110,7 @@ func mergeFacts(dst *Facts, src Facts) bool {
 
 // Assign binds a waiting machine to req.Name.
 func (s *Store) Assign(req AssignRequest) (Node, error) {
-	s.mu.Lock()
+	s.lockIdle()
 	defer s.mu.Unlock()
 	s.pruneWaiting(s.now())
 	mac, err := s.pickMAC(req.MAC)
@@ -171,7 +182,7 @@ func (s *Store) bind(req AssignRequest, m Machine) (Node, error) {
 
 // Unassign forgets the node called name; its machine will wait to be named again at its next boot.
 func (s *Store) Unassign(name string) (Node, error) {
-	s.mu.Lock()
+	s.lockIdle()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
 	if i < 0 {
@@ -188,7 +199,7 @@ func (s *Store) Unassign(name string) (Node, error) {
 
 // SetState records that node name reached state st.
 func (s *Store) SetState(name string, st State) (Node, error) {
-	s.mu.Lock()
+	s.lockIdle()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
 	if i < 0 {
@@ -224,7 +235,7 @@ func splitNumber(s string) (string, int) {
 
 // SetHardware records what node name reported about its hardware and marks it ready.
 func (s *Store) SetHardware(name string, hw Hardware) (Node, error) {
-	s.mu.Lock()
+	s.lockIdle()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
 	if i < 0 {

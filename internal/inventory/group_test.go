@@ -1,0 +1,181 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// swapWriteFile replaces the file writer for one test.
+func swapWriteFile(t *testing.T, w func(string, []byte, fs.FileMode) error) {
+	t.Helper()
+	old := writeFile
+	writeFile = w
+	t.Cleanup(func() { writeFile = old })
+}
+
+var testPool = Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.249"), LeaseTime: 2 * time.Minute}
+
+// 50 concurrent new allocations share a few writes, get distinct addresses, and each is on disk
+// when its call returns.
+func TestGroupCommitSharesWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inventory.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes atomic.Int32
+	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+		writes.Add(1)
+		time.Sleep(20 * time.Millisecond) // a slow fsync
+		return WriteFileAtomic(p, b, m)
+	})
+	const n = 50
+	var wg sync.WaitGroup
+	got := make([]Lease, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			got[i], errs[i] = s.DiscoveryLease(fmt.Sprintf("52:54:00:00:01:%02x", i), testPool)
+			if errs[i] != nil {
+				return
+			}
+			// Durable on return: a fresh load of the file has it.
+			d, err := Open(path)
+			if err == nil {
+				if _, err = d.LeaseOf(got[i].MAC); err != nil {
+					err = fmt.Errorf("lease of %s not on disk when DiscoveryLease returned", got[i].MAC)
+				}
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	addrs := map[netip.Addr]bool{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if addrs[got[i].Address] {
+			t.Fatalf("address %s leased twice", got[i].Address)
+		}
+		addrs[got[i].Address] = true
+	}
+	if w := writes.Load(); w > 10 {
+		t.Fatalf("%d writes for %d concurrent allocations; want them grouped (a few)", w, n)
+	} else {
+		t.Logf("%d writes for %d concurrent allocations", w, n)
+	}
+}
+
+// A failed group write: a new allocation is undone and its error returned; a hold stays in memory
+// with its error returned, and the next successful write puts it on disk.
+func TestGroupCommitFailedWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inventory.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := errors.New("disk full")
+	var fail atomic.Bool
+	fail.Store(true)
+	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+		if fail.Load() {
+			return disk
+		}
+		return WriteFileAtomic(p, b, m)
+	})
+	if _, err := s.DiscoveryLease("52:54:00:00:00:01", testPool); !errors.Is(err, disk) {
+		t.Fatalf("DiscoveryLease = %v, want the write's error", err)
+	}
+	if ls := s.Leases(); len(ls) != 0 {
+		t.Fatalf("failed allocation still in memory: %+v", ls)
+	}
+	held := netip.MustParseAddr("10.80.0.10")
+	if err := s.HoldAddress("", held, time.Minute); !errors.Is(err, disk) {
+		t.Fatalf("HoldAddress = %v, want the write's error", err)
+	}
+	// The hold stays in memory: the next allocation skips the address.
+	fail.Store(false)
+	l, err := s.DiscoveryLease("52:54:00:00:00:01", testPool)
+	if err != nil || l.Address.String() != "10.80.0.11" {
+		t.Fatalf("DiscoveryLease = %v %v, want 10.80.0.11 (10.80.0.10 held)", l.Address, err)
+	}
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls := d.Leases(); len(ls) != 2 || !ls[0].Declined || ls[0].Address != held {
+		t.Fatalf("on disk: %+v, want the hold of 10.80.0.10 and the lease", ls)
+	}
+}
+
+// A lease whose allocation is still being written is not handed out by a renewal, and a
+// write-through change waits for the group write in flight (writes never overlap).
+func TestRenewalWaitsForPendingAllocation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inventory.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A recent write: renewals then write nothing of their own.
+	if _, err := s.DiscoveryLease("52:54:00:00:00:99", testPool); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var inFlight atomic.Int32
+	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+		if inFlight.Add(1) != 1 {
+			t.Error("two writes at once")
+		}
+		defer inFlight.Add(-1)
+		<-release
+		return WriteFileAtomic(p, b, m)
+	})
+	const mac = "52:54:00:00:00:01"
+	first := make(chan error, 1)
+	go func() { _, err := s.DiscoveryLease(mac, testPool); first <- err }()
+	for len(s.Leases()) == 1 { // allocated in memory, write blocked
+		time.Sleep(time.Millisecond)
+	}
+	renewed := make(chan error, 1)
+	go func() { _, err := s.DiscoveryLease(mac, testPool); renewed <- err }()
+	assigned := make(chan error, 1)
+	go func() {
+		if _, _, err := s.See("52:54:00:00:00:04", Facts{}); err != nil {
+			assigned <- err
+			return
+		}
+		_, err := s.Assign(AssignRequest{Name: "c4", Role: "compute", Address: netip.MustParseAddr("10.80.0.104"), MAC: "52:54:00:00:00:04"})
+		assigned <- err
+	}()
+	select {
+	case err := <-renewed:
+		t.Fatalf("renewal returned (%v) before the allocation was durable", err)
+	case err := <-assigned:
+		t.Fatalf("See/Assign returned (%v) while the first write was blocked", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	for _, c := range []chan error{first, renewed, assigned} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.LeaseOf(mac); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.NodeByMAC("52:54:00:00:00:04"); err != nil {
+		t.Fatal(err)
+	}
+}
