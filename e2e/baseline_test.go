@@ -31,15 +31,7 @@ func TestBaselineDnsmasq(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
 
-	lab, err := vlab.New(ctx, fmt.Sprintf("vlab-baseline-%d", os.Getpid()), netip.MustParsePrefix("10.80.0.1/24"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(ctx, t, "baseline", "10.80.0.1/24")
 
 	dir := artifactDir(t)
 	imageDir := filepath.Join(dir, "image")

@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -28,15 +26,7 @@ func TestBootd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	dir := artifactDir(t)
-	lab, err := vlab.New(ctx, fmt.Sprintf("vlab-bootd-%d", os.Getpid()), netip.MustParsePrefix("10.80.0.1/24"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(ctx, t, "bootd", "10.80.0.1/24")
 	b := startBootd(ctx, t, lab, dir)
 	defer logTailOnFailure(t, b.Proc.LogPath)
 

@@ -47,15 +47,7 @@ func TestCrashSafety(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := artifactDir(t)
-	lab, err := vlab.New(ctx, fmt.Sprintf("vlab-crash-%d", os.Getpid()), netip.MustParsePrefix("10.80.0.1/16"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(ctx, t, "crash", "10.80.0.1/16")
 	bin := filepath.Join(dir, "bootd")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/bootd").CombinedOutput(); err != nil {
 		t.Fatalf("build bootd: %v\n%s", err, out)

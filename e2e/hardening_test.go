@@ -35,15 +35,7 @@ func TestHardening(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	dir := artifactDir(t)
-	lab, err := vlab.New(ctx, fmt.Sprintf("vlab-hard-%d", os.Getpid()), netip.MustParsePrefix("10.80.0.1/24"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(ctx, t, "hard", "10.80.0.1/24")
 	b := startBootd(ctx, t, lab, dir)
 	defer logTailOnFailure(t, b.Proc.LogPath)
 	seg := newSegClient(ctx, t, lab, "seg", "02:5e:00:00:00:01", netip.MustParsePrefix("10.80.0.250/24"))

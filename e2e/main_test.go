@@ -3,12 +3,16 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/vlab"
 )
 
 // boots collects boot times of the same test image through each server, so one run can
@@ -48,4 +52,20 @@ func printBootComparison() {
 		}
 		fmt.Printf("boot time %s (power on to static address, TCG): bootd %s, dnsmasq %s, ratio %.2f\n", fw, b, d, b.Seconds()/d.Seconds())
 	}
+}
+
+// newLab creates the lab vlab-<name>-<pid> with its bridge at addr, closed when the test ends
+// (also when it fails).
+func newLab(ctx context.Context, t *testing.T, name, addr string) *vlab.Lab {
+	t.Helper()
+	lab, err := vlab.New(ctx, fmt.Sprintf("vlab-%s-%d", name, os.Getpid()), netip.MustParsePrefix(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return lab
 }

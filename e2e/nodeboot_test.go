@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,15 +52,7 @@ func TestNodeBoot(t *testing.T) {
 	t.Logf("compute/1: rootfs %s %d bytes (sha256 %s), initramfs %d bytes, cmdline %q",
 		img.Manifest.Rootfs.File, rootfs.Size, rootfs.SHA256[:16], initrd.Size, img.Manifest.Cmdline)
 
-	lab, err := vlab.New(ctx, fmt.Sprintf("vlab-nodeboot-%d", os.Getpid()), netip.MustParsePrefix("10.80.0.1/24"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(ctx, t, "nodeboot", "10.80.0.1/24")
 	b := startBootdWith(ctx, t, lab, filepath.Join(l.dir, "bootd"))
 	defer logTailOnFailure(t, b.Proc.LogPath)
 

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,15 +27,7 @@ func TestSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := artifactDir(t)
-	lab, err := vlab.New(ctx, fmt.Sprintf("vlab-sec-%d", os.Getpid()), netip.MustParsePrefix("10.80.0.1/24"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(ctx, t, "sec", "10.80.0.1/24")
 	b := startBootd(ctx, t, lab, dir)
 	defer logTailOnFailure(t, b.Proc.LogPath)
 	script := udhcpcScript(t, dir)
