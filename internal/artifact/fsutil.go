@@ -65,19 +65,6 @@ func hashFile(r io.Reader) (File, error) {
 	return File{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// syncDir makes a directory's entries (new files, a rename) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}
-
 // renameChecked is the portable fallback: check, then rename. It leaves a
 // tiny window in which a concurrent writer could win, which Write's caller
 // (one imgbuild at a time) does not hit.

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
 // Write publishes one version: it copies the files m references from srcDir
@@ -97,7 +99,7 @@ func fill(tmp string, m *Manifest, srcDir string) error {
 	if err := writeManifest(tmp, *m); err != nil {
 		return err
 	}
-	return syncDir(tmp)
+	return atomicfile.SyncDir(tmp)
 }
 
 // copyFile copies a regular file and hashes the bytes as they are written.
@@ -164,10 +166,10 @@ func publish(tmp, final, imagesDir string) error {
 	}
 	// After the rename the version is visible; a failed sync now means it
 	// may not survive a crash, which the caller must hear about.
-	if err := syncDir(filepath.Dir(final)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(final)); err != nil {
 		return fmt.Errorf("published %s but: %w", final, err)
 	}
-	if err := syncDir(imagesDir); err != nil {
+	if err := atomicfile.SyncDir(imagesDir); err != nil {
 		return fmt.Errorf("published %s but: %w", final, err)
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
 // swapWriteFile replaces the file writer for one test.
@@ -34,7 +36,7 @@ func TestGroupCommitSharesWrites(t *testing.T) {
 	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
 		writes.Add(1)
 		time.Sleep(20 * time.Millisecond) // a slow fsync
-		return WriteFileAtomic(p, b, m)
+		return atomicfile.Write(p, b, m)
 	})
 	const n = 50
 	var wg sync.WaitGroup
@@ -89,7 +91,7 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 		if fail.Load() {
 			return disk
 		}
-		return WriteFileAtomic(p, b, m)
+		return atomicfile.Write(p, b, m)
 	})
 	if _, err := s.DiscoveryLease("52:54:00:00:00:01", testPool); !errors.Is(err, disk) {
 		t.Fatalf("DiscoveryLease = %v, want the write's error", err)
@@ -136,7 +138,7 @@ func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 		}
 		defer inFlight.Add(-1)
 		<-release
-		return WriteFileAtomic(p, b, m)
+		return atomicfile.Write(p, b, m)
 	})
 	const mac = "52:54:00:00:00:01"
 	first := make(chan error, 1)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
 // formatVersion lets a later bootd migrate an older file instead of misreading it.
@@ -74,6 +76,9 @@ type flush struct {
 
 // Open loads the inventory at path, or starts an empty one if the file does not exist yet.
 func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
+	}
 	s := &Store{path: path, now: time.Now, data: snapshot{Format: formatVersion}, leaseGen: map[string]uint64{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -127,8 +132,9 @@ func (s *Store) encode() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// writeFile is WriteFileAtomic (a variable for tests: counting writes, failing them).
-var writeFile = WriteFileAtomic
+// writeFile replaces the inventory file atomically (a variable for tests: counting writes,
+// failing them).
+var writeFile = atomicfile.Write
 
 func (s *Store) write(b []byte) error {
 	if err := writeFile(s.path, b, 0o600); err != nil {
@@ -192,49 +198,4 @@ func (s *Store) commit(g uint64) error {
 		s.mu.Unlock()
 		return err
 	}
-}
-
-// WriteFileAtomic replaces path with data so that a crash leaves either the old or the new
-// content: temp file in the same directory, fsync, rename, fsync of the directory.
-func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if err := writeSynced(f, data, perm); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func writeSynced(f *os.File, data []byte, perm fs.FileMode) error {
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Chmod(perm)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	return werr
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
 type clock struct{ t time.Time }
@@ -152,7 +154,7 @@ func TestOpenRejectsDamagedFile(t *testing.T) {
 		{"future format", `{"format": 9}`, "has format 9"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := WriteFileAtomic(path, []byte(tt.content), 0o600); err != nil {
+			if err := atomicfile.Write(path, []byte(tt.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := Open(path); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -10,10 +10,11 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
 // LockFormat is the version of the lock file layout; Read refuses others.
@@ -121,49 +122,7 @@ func (l *LockFile) Write(p string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(p, b, 0o644)
-}
-
-func writeAtomic(p string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(p)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", p, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes the rename durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.Write(p, b, 0o644)
 }
 
 // Read reads and checks a lock file: unknown fields, a missing field, an

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
 // mungeKeyLen is the classic `dd if=/dev/urandom bs=1 count=1024` key, the
@@ -86,45 +88,10 @@ func readSecret(path string) ([]byte, error) {
 	return b, nil
 }
 
-// writeAtomic replaces path with data, mode 0600: temporary file in the same
-// directory, fsync, rename, fsync of the directory.
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
+// writeAtomic replaces path with data, 0600: secrets are never group or world readable.
+func writeAtomic(path string, data []byte) error {
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		return fmt.Errorf("secrets: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	// CreateTemp already makes 0600 files; say so for the reader.
-	if err = f.Chmod(0o600); err == nil {
-		if _, err = f.Write(data); err == nil {
-			err = f.Sync()
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("secrets: write %s: %w", path, err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("secrets: %w", err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("secrets: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("secrets: sync %s: %w", dir, err)
 	}
 	return nil
 }

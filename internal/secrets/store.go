@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
 // ErrUnsafe is returned when a secret file or directory is readable by
@@ -115,7 +117,7 @@ func (s *Store) Forget(node string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("secrets: forget %s: %w", node, err)
 	}
-	return syncDir(filepath.Dir(dir))
+	return atomicfile.SyncDir(filepath.Dir(dir))
 }
 
 func (s *Store) nodeDir(node string) (string, error) {
