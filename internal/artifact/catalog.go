@@ -126,31 +126,6 @@ func (c *Catalog) Open(name, version, file string) (*os.File, *Image, error) {
 	return e.open(file, c.log)
 }
 
-// List returns every version that verifies, by image name, newest first.
-// The first call hashes every version once; later calls only stat.
-func (c *Catalog) List() ([]*Image, error) {
-	names, err := readNames(c.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list images: %w", err)
-	}
-	var out []*Image
-	for _, name := range names {
-		entries, err := c.versions(name)
-		if err != nil {
-			continue // removed since readNames
-		}
-		for _, e := range c.newestFirst(entries) {
-			if img, err := e.check(c.log); err == nil {
-				out = append(out, img)
-			}
-		}
-	}
-	return out, nil
-}
-
 // lookup returns the cache entry of an existing version directory. Names
 // are checked and the directory must exist before an entry is made, so
 // requests for made-up versions neither grow the cache nor fill the log.

@@ -218,30 +218,6 @@ func TestCatalogOpen(t *testing.T) {
 	}
 }
 
-func TestCatalogList(t *testing.T) {
-	c, images, _ := catalogWith(t, "1", "2", "3")
-	writeImage(t, images, testManifest("master", "1"))
-	os.Truncate(filepath.Join(images, "compute", "3", "vmlinuz"), 1)
-	imgs, err := c.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, img := range imgs {
-		got = append(got, img.Manifest.Name+"/"+img.Manifest.Version)
-	}
-	if want := "compute/2 compute/1 master/1"; strings.Join(got, " ") != want {
-		t.Fatalf("List() = %v, want %s", got, want)
-	}
-}
-
-func TestCatalogListNoImagesDir(t *testing.T) {
-	c := NewCatalog(filepath.Join(t.TempDir(), "missing"), logrus.New())
-	if imgs, err := c.List(); err != nil || len(imgs) != 0 {
-		t.Fatalf("List() = %v, %v; want empty", imgs, err)
-	}
-}
-
 func TestCatalogConcurrent(t *testing.T) {
 	c, _, hook := catalogWith(t, "1", "2")
 	var wg sync.WaitGroup

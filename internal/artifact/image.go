@@ -73,14 +73,6 @@ func checkPlacement(dir string, m Manifest) error {
 	return nil
 }
 
-// Path returns the on-disk path of a file the manifest lists.
-func (img *Image) Path(file string) (string, error) {
-	if _, ok := img.Manifest.Files[file]; !ok {
-		return "", fmt.Errorf("image %s: file %q: %w", img.Dir, file, ErrNotFound)
-	}
-	return filepath.Join(img.Dir, file), nil
-}
-
 // Verify checks that every listed file exists as a regular file with the
 // listed size and sha256. Errors name the file and what differs.
 func (img *Image) Verify() error {
