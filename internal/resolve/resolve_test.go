@@ -25,11 +25,11 @@ import (
 func needTools(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		t.Fatal("needs root (rpm --root, dnf --installroot): run as root, as CI does")
 	}
 	for _, tool := range []string{"dnf", "rpm", "rpmbuild", "createrepo_c", testrepo.Busybox} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s: %v", tool, err)
+			t.Fatalf("needs %s: %v (scripts/setup-debian.sh installs it)", tool, err)
 		}
 	}
 }
