@@ -26,7 +26,7 @@ func needTools(t *testing.T) {
 	}
 	for _, tool := range []string{"dnf", "rpm", "rpmbuild", "createrepo_c", testrepo.Busybox} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s: %v", tool, err)
+			t.Fatalf("needs %s: %v (scripts/setup-debian.sh installs it)", tool, err)
 		}
 	}
 }

@@ -24,7 +24,7 @@ func open(t *testing.T, state string) *Store {
 func needKeygen(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Skip("ssh-keygen not installed (Debian: openssh-client)")
+		t.Fatal("ssh-keygen not installed (Debian: openssh-client; scripts/setup-debian.sh installs it)")
 	}
 }
 

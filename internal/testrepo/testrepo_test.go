@@ -30,7 +30,7 @@ func needTools(t *testing.T) {
 	}
 	for _, tool := range []string{"rpmbuild", "createrepo_c", "rpm", testrepo.Busybox} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s: %v", tool, err)
+			t.Fatalf("needs %s: %v (scripts/setup-debian.sh installs it)", tool, err)
 		}
 	}
 }
@@ -70,7 +70,7 @@ func hostKernel(t *testing.T) testrepo.KernelFiles {
 	t.Helper()
 	k, err := testrepo.HostKernel()
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("%v (scripts/setup-debian.sh installs linux-image-amd64)", err)
 	}
 	return k
 }
