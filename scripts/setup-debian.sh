@@ -10,6 +10,7 @@ packages=(
   cpio squashfs-tools                # image tooling
   dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild), repositories for tests, systemctl --root
   slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with
+  nfs-kernel-server lmod             # NFS exports/mounts (tested inside a VM: this host's kernel has no NFS) and Lmod
   util-linux                         # nsenter, setpriv, unshare for the per-node namespaces
   dnsmasq nginx                      # the baselines bootd is measured against (make bench)
   iproute2 tcpdump procps            # namespaces, bridges, taps
@@ -28,7 +29,7 @@ fi
 
 # Debian's dnsmasq package starts a system-wide instance; the tests run their own in namespaces.
 # Likewise for the cluster daemons: tests start their own, one set per node namespace.
-systemctl disable --now dnsmasq munge slurmctld slurmd chrony >/dev/null 2>&1 || true
+systemctl disable --now dnsmasq munge slurmctld slurmd chrony nfs-server rpcbind rpcbind.socket >/dev/null 2>&1 || true
 # nginx is only a benchmark baseline (make bench runs its own instance in a lab namespace). If
 # this run installed it and its package started the system-wide service, stop and disable that;
 # an nginx the machine already had is left alone.
