@@ -1,0 +1,90 @@
+package vlab
+
+import (
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseLdd(t *testing.T) {
+	out := "\tlinux-vdso.so.1 (0x00007ffd1b5e2000)\n" +
+		"\tlibtirpc.so.3 => /lib/x86_64-linux-gnu/libtirpc.so.3 (0x00007f61a4f56000)\n" +
+		"\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f61a4d11000)\n" +
+		"\t/lib64/ld-linux-x86-64.so.2 (0x00007f61a4fbc000)\n" +
+		"\tlibgone.so.1 => not found\n"
+	want := []string{"/lib/x86_64-linux-gnu/libtirpc.so.3", "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"}
+	if got := parseLdd(out); !slices.Equal(got, want) {
+		t.Errorf("parseLdd = %q, want %q", got, want)
+	}
+}
+
+func TestNodeEtc(t *testing.T) {
+	n := NFSNode{Name: "c1", Files: []NFSFile{
+		{Path: "/etc/fstab", Mode: 0o644, Data: []byte("fstab")},
+		{Path: "/etc/tmpfiles.d/bootd.conf", Mode: 0o644, Data: []byte("d /home")},
+	}}
+	got, err := nodeEtc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string]NFSFile{}
+	for _, f := range got {
+		byPath[f.Path] = f
+	}
+	if f := byPath["/etc/netns/c1/fstab"]; string(f.Data) != "fstab" {
+		t.Errorf("c1's fstab not under /etc/netns/c1: %+v", got)
+	}
+	if _, ok := byPath["/etc/netns/c1/tmpfiles.d/bootd.conf"]; !ok {
+		t.Errorf("c1's tmpfiles.d file not under /etc/netns/c1: %+v", got)
+	}
+	// ip netns exec binds only over what exists: a file and a directory to cover.
+	if f, ok := byPath["/etc/fstab"]; !ok || f.Mode.IsDir() || len(f.Data) != 0 {
+		t.Errorf("no empty /etc/fstab placeholder: %+v", got)
+	}
+	if f, ok := byPath["/etc/tmpfiles.d"]; !ok || !f.Mode.IsDir() {
+		t.Errorf("no /etc/tmpfiles.d directory placeholder: %+v", got)
+	}
+
+	for _, bad := range []NFSNode{
+		{Name: "c1", Files: []NFSFile{{Path: "/root/.ssh/id_ed25519"}}},
+		{Name: "a/b", Files: []NFSFile{{Path: "/etc/hosts"}}},
+		{Name: "", Files: []NFSFile{{Path: "/etc/hosts"}}},
+	} {
+		if _, err := nodeEtc(bad); err == nil {
+			t.Errorf("nodeEtc(%+v) accepted", bad)
+		}
+	}
+}
+
+func TestAddFiles(t *testing.T) {
+	entries := []cpioEntry{{Name: "etc/hosts", Mode: modeFile | 0o644, Data: []byte("first")}}
+	got, err := addFiles(entries, []NFSFile{
+		{Path: "/etc/hosts", Mode: 0o644}, // a placeholder of another node: the first stays
+		{Path: "/etc/tmpfiles.d", Mode: fs.ModeDir | 0o755},
+		{Path: "/etc/tmpfiles.d", Mode: fs.ModeDir | 0o755},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || string(got[0].Data) != "first" || got[1].Mode != modeDir|0o755 {
+		t.Errorf("addFiles = %+v", got)
+	}
+	if _, err := addFiles(entries, []NFSFile{{Path: "/etc/hosts", Mode: fs.ModeDir | 0o755}}); err == nil {
+		t.Error("a path given as file and directory accepted")
+	}
+}
+
+func TestNFSQemuArgs(t *testing.T) {
+	got := strings.Join(nfsQemuArgs(NFSVMSpec{ImageDir: "/img", Console: "/c", Disk: "/d.img"}), " ")
+	// No network device at all: QEMU's default NIC would be user-mode networking with a way out.
+	for _, w := range []string{"-accel tcg", "-nic none", "-no-reboot", "-m 512", "-serial file:/c", "-kernel /img/vmlinuz",
+		"-initrd /img/initramfs.img", "panic=-1", "-drive file=/d.img,format=raw,if=virtio"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("%q lacks %q", got, w)
+		}
+	}
+	if got := strings.Join(nfsQemuArgs(NFSVMSpec{ImageDir: "/img", Console: "/c", MemoryMiB: 768}), " "); strings.Contains(got, "-drive") || !strings.Contains(got, "-m 768") {
+		t.Errorf("no disk, 768 MiB: %q", got)
+	}
+}
