@@ -24,12 +24,17 @@ import (
 	"github.com/labcluster/gpucluster/overlays"
 )
 
-// TestCluster brings up a real Slurm 22.05 + munge cluster from the nodes' rendered files:
-// master + c1..c3 in namespaces named after them, sinfo shows c[1-3] idle, srun -N3 hostname
-// prints c1 c2 c3, a munge credential made on c1 decodes on the master (and one made with
-// another key does not); then c4 joins with only its own files and srun -N4 reaches it.
+// TestCluster brings up a real Slurm 22.05 + munge + chrony cluster from the nodes' rendered
+// files: master + c1..c3 in namespaces named after them, sinfo shows c[1-3] idle, srun -N3
+// hostname prints c1 c2 c3, every compute's chronyd follows the master's, a munge credential
+// made on c1 decodes on the master (and one made with another key does not), Lmod on c1 finds
+// and loads a module installed on the master's shared tree, and a user's file written in their
+// home on the master is theirs on c1; then c4 joins with only its own files and srun -N4
+// reaches it.
 func TestCluster(t *testing.T) {
-	requirePrereqs(t, "ip", "nsenter", "setpriv", "munged", "munge", "unmunge", "slurmctld", "slurmd", "sinfo", "srun", "scontrol")
+	requirePrereqs(t, "ip", "nsenter", "setpriv", "munged", "munge", "unmunge", "slurmctld", "slurmd", "sinfo", "srun", "scontrol",
+		"chronyd", "chronyc", "bash")
+	requireFiles(t, lmodInit)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -37,7 +42,7 @@ func TestCluster(t *testing.T) {
 	c, err := vcluster.New(ctx, vcluster.Config{
 		Dir:      dir,
 		Bridge:   netip.MustParsePrefix("10.80.0.1/24"),
-		Accounts: layerAccounts(t, "munge", "slurm"),
+		Accounts: append(layerAccounts(t, "munge", "slurm"), labUser),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +70,11 @@ func TestCluster(t *testing.T) {
 	t.Logf("master + c1..c3 up, c[1-3] idle: %s", time.Since(start).Round(100*time.Millisecond))
 	out, _ := master.Run(ctx, "sinfo")
 	t.Logf("sinfo:\n%s", out)
+
+	computes := []*vcluster.Node{c.Node("c1"), c.Node("c2"), c.Node("c3")}
+	t.Run("chrony", func(t *testing.T) { followMaster(ctx, t, c, r.Config.Master.Address, start, computes...) })
+	t.Run("lmod", func(t *testing.T) { moduleFromMaster(ctx, t, master, c.Node("c1")) })
+	t.Run("shared home", func(t *testing.T) { homeFromMaster(ctx, t, master, c.Node("c1")) })
 
 	t.Run("srun", func(t *testing.T) { srunHostnames(ctx, t, master, nil, "c1", "c2", "c3") })
 	// A user's job, not root's: nobody exists on every node (the host's passwd).
@@ -128,6 +138,10 @@ func TestCluster(t *testing.T) {
 			}
 		}
 		srunHostnames(ctx, t, master, nil, "c1", "c2", "c3", "c4")
+		if err := c.WaitTime(ctx, r.Config.Master.Address, 90, c.Node("c4")); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("c4 follows the master's clock %s after it started", time.Since(start).Round(100*time.Millisecond))
 	})
 
 	// Root on the master reaches every node by name over SSH without a password, with strict
@@ -149,6 +163,125 @@ func TestCluster(t *testing.T) {
 		}
 		t.Logf("pdsh -R ssh -w c[1-4] hostname:\n%s", out)
 	})
+}
+
+// followMaster waits until every compute's chronyd has selected the master's and synchronised to
+// it, then checks that the master's chronyd has served each of them, and that the master itself,
+// which keeps its own clock, does not pass the computes' check.
+func followMaster(ctx context.Context, t *testing.T, c *vcluster.Cluster, master netip.Addr, since time.Time, computes ...*vcluster.Node) {
+	t.Helper()
+	m := c.Node("master")
+	// Tests reach no outside address: the master's rendered chrony.conf names no source.
+	if conf, err := os.ReadFile(m.Path("/etc/chrony.conf")); err != nil || strings.Contains(string(conf), "\npool ") || strings.Contains(string(conf), "\nserver ") {
+		t.Fatalf("master's chrony.conf names an upstream source (%v):\n%s", err, conf)
+	}
+	if err := c.WaitTime(ctx, master, 90, computes...); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range computes {
+		names = append(names, n.Name)
+	}
+	t.Logf("%s follow the master's clock (%s): %s after the nodes started", strings.Join(names, " "), master, time.Since(since).Round(100*time.Millisecond))
+	for _, n := range computes {
+		tr, err := n.FollowsTime(ctx, master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: reference ID %s (%s), stratum %d, leap status %s", n.Name, tr.RefID, tr.RefName, tr.Stratum, tr.Leap)
+	}
+	out, _ := computes[0].Run(ctx, "chronyc", "-n", "sources")
+	t.Logf("%s: chronyc -n sources:\n%s", computes[0].Name, out)
+
+	clients, out2, err := m.NTPClients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range computes {
+		if clients[n.Addr.Addr()] == 0 {
+			t.Errorf("master's chronyd answered no NTP request from %s (%s):\n%s", n.Name, n.Addr.Addr(), out2)
+		}
+	}
+	t.Logf("master: chronyc -n clients:\n%s", out2)
+	// The master serves its own clock (ntp_servers = [], local stratum 10): synchronised, but to
+	// no server. The check must tell that apart from following the master.
+	if tr, err := m.FollowsTime(ctx, master); err == nil {
+		t.Errorf("master passes as following %s with reference ID %s (%s)", master, tr.RefID, tr.RefName)
+	}
+}
+
+// lmodInit is Debian's Lmod shell setup (the image's lmod-ohpc has its own under /opt/ohpc).
+const lmodInit = "/usr/share/lmod/lmod/init/bash"
+
+// moduleFromMaster installs a module into the master's shared software tree (as EasyBuild
+// would: a program under /opt/software, its modulefile under modules/all, the directory the
+// master's tmpfiles.d created), then on the compute runs a login shell's module setup with the
+// rendered /etc/profile.d/modulepath.sh: module avail lists it and module load puts it on PATH.
+func moduleFromMaster(ctx context.Context, t *testing.T, master, compute *vcluster.Node) {
+	t.Helper()
+	if st, err := os.Stat(master.Path("/opt/software/modules/all")); err != nil || !st.IsDir() {
+		t.Fatalf("master has no /opt/software/modules/all (tmpfiles.d): %v", err)
+	}
+	if fstab, err := os.ReadFile(compute.Path("/etc/fstab")); err != nil || !strings.Contains(string(fstab), "master:/opt/software") {
+		t.Fatalf("%s's rendered /etc/fstab does not mount master:/opt/software (%v):\n%s", compute.Name, err, fstab)
+	}
+	files := []vcluster.File{
+		{Path: "/opt/software/hello/1.0/bin/hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho \"hello from $(hostname)\"\n")},
+		{Path: "/opt/software/modules/all/hello/1.0.lua", Mode: 0o644,
+			Data: []byte("help([[hello: says where it runs]])\nprepend_path(\"PATH\", \"/opt/software/hello/1.0/bin\")\n")},
+	}
+	for _, f := range files {
+		p := master.Path(f.Path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, f.Data, f.Mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	script := "source " + lmodInit + "; source /etc/profile.d/modulepath.sh; module -t avail 2>&1; module load hello && hello"
+	out, err := compute.Run(ctx, "bash", "-c", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if !slices.Contains(lines, "hello/1.0") || lines[len(lines)-1] != "hello from "+compute.Name {
+		t.Fatalf("on %s, module avail does not list hello/1.0 or module load hello; hello did not run there:\n%s", compute.Name, out)
+	}
+	t.Logf("%s: module -t avail lists hello/1.0; module load hello; hello: %q in %s", compute.Name, lines[len(lines)-1], time.Since(start).Round(10*time.Millisecond))
+}
+
+// labUser is a lab member, with the same ids on every node (as a directory service would give).
+var labUser = vcluster.Account{Name: "labuser", UID: 5001, GID: 5001, Home: "/home/labuser"}
+
+// homeFromMaster creates the user's home on the master as root would (useradd -m), has the
+// user write a file there, and reads it on the compute: owned by the user, readable by the
+// user, not by another one.
+func homeFromMaster(ctx context.Context, t *testing.T, master, compute *vcluster.Node) {
+	t.Helper()
+	as := func(user string, args ...string) []string {
+		return append([]string{"setpriv", "--reuid=" + user, "--regid=" + user, "--init-groups", "--"}, args...)
+	}
+	home, note := labUser.Home, labUser.Home+"/note"
+	if out, err := master.Run(ctx, "install", "-d", "-m", "0700", "-o", labUser.Name, "-g", labUser.Name, home); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, err := master.Run(ctx, as(labUser.Name, "sh", "-c", "echo \"written on $(hostname)\" > "+note)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := compute.Run(ctx, "stat", "-c", "%U:%G %a", note)
+	if got := strings.TrimSpace(string(out)); err != nil || got != "labuser:labuser 644" {
+		t.Fatalf("on %s, %s is %q (%v), want labuser:labuser 644", compute.Name, note, got, err)
+	}
+	out, err = compute.Run(ctx, as(labUser.Name, "cat", note)...)
+	if got := strings.TrimSpace(string(out)); err != nil || got != "written on master" {
+		t.Fatalf("on %s, %s reads %q to its owner (%v), want \"written on master\"", compute.Name, note, got, err)
+	}
+	if out, err := compute.Run(ctx, as("nobody", "cat", note)...); err == nil {
+		t.Fatalf("on %s, nobody reads %s in a 0700 home:\n%s", compute.Name, note, out)
+	}
+	t.Logf("%s: %s written by %s on the master reads \"written on master\" to its owner on %s", compute.Name, note, labUser.Name, compute.Name)
 }
 
 // startSSHD starts the node's sshd (it daemonizes into the node's PID namespace, whose end
@@ -241,11 +374,13 @@ func mungeKey(key []byte) vcluster.File {
 
 // labRenderer renders node files exactly as a running bootd does (its Renderer, its embedded
 // overlays/ templates, a secrets store), with the reference lab's configuration except for the
-// two Slurm settings that cgroups on a shared test host require (see config's [slurm]).
+// two Slurm settings that cgroups on a shared test host require (see config's [slurm]), and no
+// upstream time servers: tests reach no outside address, so the master serves its own clock.
 func labRenderer(t *testing.T, dir string) bootd.Renderer {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Slurm.ProctrackType, cfg.Slurm.TaskPlugin = "proctrack/linuxproc", "task/none"
+	cfg.Master.NTPServers = []string{}
 	sec, err := secrets.Open(filepath.Join(dir, "bootd-state"))
 	if err != nil {
 		t.Fatal(err)

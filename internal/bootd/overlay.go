@@ -67,7 +67,8 @@ func (r Renderer) cluster(nodes []inventory.Node) (overlay.Cluster, error) {
 	c := overlay.Cluster{
 		Name: cfg.Slurm.ClusterName, Domain: cfg.Network.Domain, Subnet: cfg.Network.Subnet,
 		Gateway: cfg.Network.Gateway, DNS: cfg.Network.DNS, BootdURL: r.BaseURL, Secrets: s,
-		Slurm: overlay.SlurmOptions{ProctrackType: cfg.Slurm.ProctrackType, TaskPlugin: cfg.Slurm.TaskPlugin, MaxNodeCount: cfg.Compute.MaxNodes},
+		NTPServers: cfg.Master.NTPServers,
+		Slurm:      overlay.SlurmOptions{ProctrackType: cfg.Slurm.ProctrackType, TaskPlugin: cfg.Slurm.TaskPlugin, MaxNodeCount: cfg.Compute.MaxNodes},
 	}
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, overlay.Node{Name: n.Name, Role: n.Role, Address: n.Address, MAC: n.MAC, Hardware: overlayHardware(n.Hardware)})

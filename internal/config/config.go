@@ -56,6 +56,9 @@ type MasterRole struct {
 	Address netip.Addr
 	Image   string
 	Version string // "" = newest verified version
+	// NTPServers are the master's upstream time sources (host names, pools or addresses), one
+	// chrony "pool" line each; empty: the master serves its own clock ("local stratum 10").
+	NTPServers []string
 }
 
 // ComputeRole places compute nodes: node N is Prefix+N at FirstAddress+N-1.
@@ -91,9 +94,10 @@ func Default() Config {
 			LeaseTime: 2 * time.Minute,
 		},
 		Master: MasterRole{
-			Name:    "master",
-			Address: netip.MustParseAddr("10.80.0.100"),
-			Image:   "master",
+			Name:       "master",
+			Address:    netip.MustParseAddr("10.80.0.100"),
+			Image:      "master",
+			NTPServers: []string{"2.rocky.pool.ntp.org"},
 		},
 		Compute: ComputeRole{
 			Prefix:       "c",

@@ -155,10 +155,11 @@ var fields = map[string]field{
 	"discovery.pool_end":   of(asAddr, func(c *Config) *netip.Addr { return &c.Discovery.PoolEnd }),
 	"discovery.lease_time": of(asDuration, func(c *Config) *time.Duration { return &c.Discovery.LeaseTime }),
 
-	"master.name":    of(asString, func(c *Config) *string { return &c.Master.Name }),
-	"master.address": of(asAddr, func(c *Config) *netip.Addr { return &c.Master.Address }),
-	"master.image":   of(asString, func(c *Config) *string { return &c.Master.Image }),
-	"master.version": of(asString, func(c *Config) *string { return &c.Master.Version }),
+	"master.name":        of(asString, func(c *Config) *string { return &c.Master.Name }),
+	"master.address":     of(asAddr, func(c *Config) *netip.Addr { return &c.Master.Address }),
+	"master.image":       of(asString, func(c *Config) *string { return &c.Master.Image }),
+	"master.version":     of(asString, func(c *Config) *string { return &c.Master.Version }),
+	"master.ntp_servers": of(asStrings, func(c *Config) *[]string { return &c.Master.NTPServers }),
 
 	"compute.prefix":        of(asString, func(c *Config) *string { return &c.Compute.Prefix }),
 	"compute.first_address": of(asAddr, func(c *Config) *netip.Addr { return &c.Compute.FirstAddress }),
@@ -261,6 +262,23 @@ func asAddrs(v any) ([]netip.Addr, error) {
 		addrs = append(addrs, a)
 	}
 	return addrs, nil
+}
+
+// asStrings wants an array of strings; what each may hold is Validate's business.
+func asStrings(v any) ([]string, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, typeError("an array of strings", v)
+	}
+	out := make([]string, 0, len(list))
+	for i, e := range list {
+		s, err := asString(e)
+		if err != nil {
+			return nil, fmt.Errorf("item %d: %w", i+1, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func asDuration(v any) (time.Duration, error) {

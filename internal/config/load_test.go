@@ -130,6 +130,9 @@ func TestLoadOverlay(t *testing.T) {
 		{"one key", "[compute]\nmax_nodes = 24\n", func(c *Config) { c.Compute.MaxNodes = 24 }},
 		{"no gateway spelled out", "[network]\ngateway = \"\"\n", func(*Config) {}},
 		{"empty dns", "[network]\ndns = []\n", func(c *Config) { c.Network.DNS = []netip.Addr{} }},
+		{"no upstream time", "[master]\nntp_servers = []\n", func(c *Config) { c.Master.NTPServers = []string{} }},
+		{"own time servers", "[master]\nntp_servers = [\"ntp1.lab.example\", \"192.0.2.7\"]\n",
+			func(c *Config) { c.Master.NTPServers = []string{"ntp1.lab.example", "192.0.2.7"} }},
 		{"inline table", "discovery = { lease_time = \"5m\" }\n", func(c *Config) { c.Discovery.LeaseTime = 5 * time.Minute }},
 		{"dotted key", "master.version = \"2024.06.1\"\n", func(c *Config) { c.Master.Version = "2024.06.1" }},
 		{"other lab", "[network]\nsubnet = \"192.168.7.0/24\"\n[discovery]\npool_start = \"192.168.7.200\"\npool_end = \"192.168.7.220\"\n" +

@@ -16,7 +16,7 @@ import (
 func (c Config) Validate(server netip.Addr) error {
 	checks := []func() error{
 		c.checkBasics, c.checkPorts, c.checkSubnet, c.checkNetwork,
-		c.checkDiscovery, c.checkCompute, c.checkMaster, c.checkOverlaps, c.checkSlurm,
+		c.checkDiscovery, c.checkCompute, c.checkMaster, c.checkNTPServers, c.checkOverlaps, c.checkSlurm,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -313,4 +313,24 @@ func (c Config) checkSlurm() error {
 		}
 	}
 	return nil
+}
+
+// checkNTPServers wants each entry to be one host name or address: it becomes the NAME of a
+// "pool NAME iburst" line in the master's chrony.conf, where a space, a newline or a # would
+// add words, directives or a comment.
+func (c Config) checkNTPServers() error {
+	for i, s := range c.Master.NTPServers {
+		if !validHost(s) {
+			return c.err("master.ntp_servers", "item %d: %q is not a host name or IP address (want one NTP server or pool per item, e.g. \"2.rocky.pool.ntp.org\")", i+1, s)
+		}
+	}
+	return nil
+}
+
+// validHost accepts an IP address without a zone or a DNS name.
+func validHost(s string) bool {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Zone() == ""
+	}
+	return s != "" && validDomain(s)
 }

@@ -7,6 +7,34 @@ import (
 	"testing"
 )
 
+// TestNTPServersValid: what the master's chrony.conf can take as one pool name.
+func TestNTPServersValid(t *testing.T) {
+	for _, tt := range []struct {
+		servers []string
+		ok      bool
+	}{
+		{nil, true},
+		{[]string{}, true},
+		{[]string{"2.rocky.pool.ntp.org"}, true},
+		{[]string{"ntp1.lab.example", "192.0.2.7", "2001:db8::7", "NTP-A"}, true},
+		{[]string{""}, false},
+		{[]string{" pool.ntp.org"}, false},
+		{[]string{"pool.ntp.org iburst"}, false},
+		{[]string{"pool.ntp.org\nallow"}, false},
+		{[]string{"pool.ntp.org."}, false},
+		{[]string{"ntp_1.lab"}, false},
+		{[]string{"ok.example", "-bad.example"}, false},
+	} {
+		t.Run(strings.Join(tt.servers, ","), func(t *testing.T) {
+			c := Default()
+			c.Master.NTPServers = tt.servers
+			if err := c.Validate(netip.Addr{}); (err == nil) != tt.ok {
+				t.Errorf("Validate(ntp_servers %q) = %v, want ok=%t", tt.servers, err, tt.ok)
+			}
+		})
+	}
+}
+
 func TestDefaultValidates(t *testing.T) {
 	if err := Default().Validate(netip.MustParseAddr("10.80.0.1")); err != nil {
 		t.Errorf("Default().Validate(10.80.0.1) = %v", err)
@@ -88,6 +116,10 @@ func TestValidateInCode(t *testing.T) {
 			c.Compute.FirstAddress = netip.MustParseAddr("255.255.255.10")
 			c.Compute.MaxNodes = 1 << 40
 		}, "compute.max_nodes: 1099511627776 compute nodes from 255.255.255.10 do not fit in subnet 255.255.255.0/24"},
+		{"ntp server with a comment", func(c *Config) { c.Master.NTPServers = []string{"ntp.lab.example#x"} },
+			`master.ntp_servers: item 1: "ntp.lab.example#x" is not a host name or IP address (want one NTP server or pool per item, e.g. "2.rocky.pool.ntp.org")`},
+		{"ntp server with a zone", func(c *Config) { c.Master.NTPServers = []string{"fe80::1%eth0"} },
+			`master.ntp_servers: item 1: "fe80::1%eth0" is not a host name or IP address (want one NTP server or pool per item, e.g. "2.rocky.pool.ntp.org")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

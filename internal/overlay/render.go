@@ -113,6 +113,18 @@ func checkCluster(c Cluster) error {
 	if masters != 1 {
 		return fmt.Errorf("overlay: cluster has %d masters, want 1", masters)
 	}
+	return checkNTPServers(c.NTPServers)
+}
+
+// checkNTPServers keeps each upstream time source to one word: it is the NAME of a
+// "pool NAME iburst" line, where a blank, newline or # would add options, directives or a
+// comment to the master's chrony.conf.
+func checkNTPServers(servers []string) error {
+	for i, s := range servers {
+		if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '#' || r == 0x7f }) {
+			return fmt.Errorf("overlay: ntp server %d %q is not one host name or address", i+1, s)
+		}
+	}
 	return nil
 }
 

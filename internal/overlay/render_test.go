@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,10 +50,11 @@ func reference() Cluster {
 	c2 := &Hardware{CPUs: 8, Boards: 1, Sockets: 1, CoresPerSocket: 4, ThreadsPerCore: 2, RealMemoryMiB: 31848}
 	c := Cluster{
 		Name: "lab", Domain: "lab",
-		Subnet:   netip.MustParsePrefix("10.80.0.0/24"),
-		Gateway:  netip.MustParseAddr("10.80.0.1"),
-		DNS:      []netip.Addr{netip.MustParseAddr("10.80.0.1")},
-		BootdURL: "http://10.80.0.1",
+		Subnet:     netip.MustParsePrefix("10.80.0.0/24"),
+		Gateway:    netip.MustParseAddr("10.80.0.1"),
+		DNS:        []netip.Addr{netip.MustParseAddr("10.80.0.1")},
+		BootdURL:   "http://10.80.0.1",
+		NTPServers: []string{"2.rocky.pool.ntp.org"},
 		// Out of order on purpose: Render sorts master first, then c1, c2, c3.
 		Nodes: []Node{node("c3", RoleCompute, 103, nil), node("c1", RoleCompute, 101, c1),
 			node("master", RoleMaster, 100, nil), node("c2", RoleCompute, 102, c2)},
@@ -260,6 +262,41 @@ func TestSlurmConfSameEverywhere(t *testing.T) {
 	})
 }
 
+// TestMasterNTPServers: one pool line per upstream time source, none without any, and the
+// master serves the subnet from its own clock either way.
+func TestMasterNTPServers(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		servers []string
+		want    []string
+	}{
+		{"none", nil, nil},
+		{"empty", []string{}, nil},
+		{"reference lab", []string{"2.rocky.pool.ntp.org"}, []string{"pool 2.rocky.pool.ntp.org iburst"}},
+		{"two", []string{"ntp1.lab.example", "192.0.2.7"}, []string{"pool ntp1.lab.example iburst", "pool 192.0.2.7 iburst"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := reference()
+			c.NTPServers = tt.servers
+			conf := string(fileData(t, c, "master", "/etc/chrony.conf"))
+			var pools []string
+			for _, line := range strings.Split(conf, "\n") {
+				if strings.HasPrefix(line, "pool ") || strings.HasPrefix(line, "server ") {
+					pools = append(pools, line)
+				}
+			}
+			if !slices.Equal(pools, tt.want) {
+				t.Errorf("sources %q, want %q\n%s", pools, tt.want, conf)
+			}
+			for _, line := range []string{"allow 10.80.0.0/24\n", "local stratum 10\n"} {
+				if !strings.Contains(conf, line) {
+					t.Errorf("no %q in\n%s", line, conf)
+				}
+			}
+		})
+	}
+}
+
 func TestRenderErrors(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -275,6 +312,9 @@ func TestRenderErrors(t *testing.T) {
 		{"two masters", func(c *Cluster) { c.Nodes[0].Role = RoleMaster }, "c1", "2 masters"},
 		{"address outside subnet", func(c *Cluster) { c.Nodes[1].Address = netip.MustParseAddr("10.9.0.1") }, "c1", "not in subnet"},
 		{"gpu type with a space", func(c *Cluster) { c.Nodes[1].Hardware.GPUs[0].Type = "rtx 3090" }, "c1", "not one word"},
+		{"ntp server with an option", func(c *Cluster) { c.NTPServers = []string{"ntp.lab.example prefer"} }, "master", "not one host name"},
+		{"ntp server with a directive", func(c *Cluster) { c.NTPServers = []string{"ntp.lab.example\nallow all"} }, "master", "not one host name"},
+		{"empty ntp server", func(c *Cluster) { c.NTPServers = []string{""} }, "c1", "not one host name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

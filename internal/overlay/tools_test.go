@@ -19,9 +19,21 @@ func TestChronyParses(t *testing.T) {
 	if _, err := exec.LookPath("chronyd"); err != nil {
 		t.Fatal("chronyd not installed (Debian: chrony; scripts/setup-debian.sh installs it)")
 	}
-	for _, node := range []string{"master", "c1"} {
-		t.Run(node, func(t *testing.T) {
-			conf := writeRendered(t, node, "/etc/chrony.conf")
+	offline := reference()
+	offline.NTPServers = nil
+	for _, tt := range []struct {
+		name, node string
+		c          Cluster
+	}{
+		{"master", "master", reference()},
+		{"master without upstream", "master", offline},
+		{"c1", "c1", reference()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := filepath.Join(t.TempDir(), "chrony.conf")
+			if err := os.WriteFile(conf, fileData(t, tt.c, tt.node, "/etc/chrony.conf"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			out, err := exec.Command("chronyd", "-p", "-f", conf).CombinedOutput()
 			if err != nil {
 				t.Fatalf("chronyd -p: %v\n%s", err, out)
@@ -99,13 +111,4 @@ func fileData(t *testing.T, c Cluster, node, path string) []byte {
 	}
 	t.Fatalf("%s has no %s", node, path)
 	return nil
-}
-
-func writeRendered(t *testing.T, node, path string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), filepath.Base(path))
-	if err := os.WriteFile(p, fileData(t, reference(), node, path), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

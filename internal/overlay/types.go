@@ -50,8 +50,12 @@ type Cluster struct {
 	// Planned is every name the configuration places, assigned or not (master, c1..cN), so
 	// /etc/hosts on a node booted today resolves a node assigned tomorrow. Empty: Nodes.
 	Planned []Node
-	Slurm   SlurmOptions
-	Secrets Secrets
+	// NTPServers are the master's upstream time sources, one chrony "pool" line each (host
+	// names, pools or addresses; bootd's [master] ntp_servers). Empty: the master serves its own
+	// clock to the lab ("local stratum 10") and reaches out to nothing.
+	NTPServers []string
+	Slurm      SlurmOptions
+	Secrets    Secrets
 }
 
 // SlurmOptions are the Slurm settings a site may change. Zero fields take the

@@ -71,9 +71,11 @@ func (c *Cluster) Node(name string) *Node {
 var nodeName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
 
 // Add creates the node's namespaces, lays out its files, and starts the units its role
-// enables (munge on every node; slurmctld on "master", slurmd on "compute"). It returns once
-// munged answers and, on a master, slurmctld answers a ping; a slurmd registers later (see
-// WaitIdle). On failure the node is removed again.
+// enables (chronyd on "master" and "compute", munge on every node; slurmctld on "master",
+// slurmd on "compute"). A node whose fstab mounts another node's exports must be added after
+// it. Add returns once chronyd's and munged's sockets are up and, on a master, slurmctld
+// answers a ping; a slurmd registers later (see WaitIdle), a chronyd synchronises later (see
+// WaitTime). On failure the node is removed again.
 func (c *Cluster) Add(ctx context.Context, nf NodeFiles) (*Node, error) {
 	if !nodeName.MatchString(nf.Name) {
 		return nil, fmt.Errorf("vcluster: node name %q: want a short lower-case host name", nf.Name)

@@ -22,8 +22,9 @@ const initReady = "vcluster-init-ready"
 type initSpec struct {
 	Hostname string
 	Overlays []overlayMount // mounted over Target, lower layer the host's Target
-	Tmpfs    []string       // fresh tmpfs mounts (/run, /tmp)
-	Late     []File         // files and directories inside the tmpfs mounts
+	Binds    []bindMount    // the NFS stand-in (share.go), after the overlays
+	Tmpfs    []string       // fresh tmpfs mounts (/run, /tmp), after the binds: their sources may lie in /tmp
+	Late     []File         // files and directories inside the tmpfs and bind mounts
 }
 
 type overlayMount struct {
@@ -88,6 +89,11 @@ func setupMounts(s *initSpec) error {
 		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", o.Target, o.Upper, o.Work)
 		if err := unix.Mount("overlay", o.Target, "overlay", 0, opts); err != nil {
 			return fmt.Errorf("mount overlay on %s (%s): %w", o.Target, opts, err)
+		}
+	}
+	for _, b := range s.Binds {
+		if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s on %s: %w", b.Source, b.Target, err)
 		}
 	}
 	for _, t := range s.Tmpfs {

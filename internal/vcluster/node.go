@@ -37,6 +37,7 @@ type Node struct {
 	init    *exec.Cmd
 	initErr chan error
 	daemons []*daemon
+	exports map[string]string // exported path -> its host directory (share.go); under cluster.mu
 }
 
 // nodePath is PATH inside a node.
@@ -47,7 +48,11 @@ func (n *Node) start(ctx context.Context, files []File) error {
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return err
 	}
-	spec, err := stage("/", n.Dir, n.Name, n.cluster.cfg.Accounts, files)
+	binds, err := n.cluster.shares(n, files)
+	if err != nil {
+		return err
+	}
+	spec, err := stage("/", n.Dir, n.Name, n.cluster.cfg.Accounts, files, binds)
 	if err != nil {
 		return err
 	}
@@ -182,7 +187,7 @@ func (n *Node) Path(path string) string {
 	return filepath.Join(fmt.Sprintf("/proc/%d/root", n.init.Process.Pid), path)
 }
 
-// LogPath returns the log of a unit the node runs ("munge", "slurmctld", "slurmd").
+// LogPath returns the log of a unit the node runs ("chronyd", "munge", "slurmctld", "slurmd").
 func (n *Node) LogPath(unit string) string {
 	return filepath.Join(n.Dir, unit+".log")
 }

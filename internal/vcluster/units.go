@@ -33,6 +33,23 @@ var (
 			})
 		},
 	}
+	// chronyd.service: ExecStart=/usr/sbin/chronyd $OPTIONS, from /etc/sysconfig/chronyd. The
+	// harness adds what a shared test host needs, on the command line so the rendered
+	// /etc/chrony.conf stays as rendered: -x, because every node's namespaces share the host's
+	// one system clock (no namespace has a real-time clock of its own), so no node may step or
+	// slew it; chronyd still measures its sources, selects one and serves time. -f
+	// /etc/chrony.conf, because Debian builds chronyd to read /etc/chrony/chrony.conf, Rocky's
+	// reads the rendered path. -d keeps it in the foreground instead of Type=forking.
+	chronydUnit = unit{
+		name: "chronyd", argv: []string{"chronyd", "-d", "-x", "-f", "/etc/chrony.conf"},
+		envFile: "/etc/sysconfig/chronyd", envVar: "OPTIONS",
+		ready: func(ctx context.Context, n *Node, d *daemon) error {
+			return poll(ctx, d, 50, 100*time.Millisecond, func() bool {
+				st, err := os.Stat(n.Path(chronySocket))
+				return err == nil && st.Mode()&os.ModeSocket != 0
+			})
+		},
+	}
 	// slurmctld.service: ExecStart=/usr/sbin/slurmctld -D -s $SLURMCTLD_OPTIONS.
 	slurmctldUnit = unit{
 		name: "slurmctld", argv: []string{"slurmctld", "-D", "-s"},
@@ -52,13 +69,15 @@ var (
 	}
 )
 
-// unitsFor returns the units a role enables, in start order.
+// unitsFor returns the units a role enables, in start order: time first (time-sync.target
+// comes before the cluster's daemons), then munge, then Slurm. A node without a role runs munge
+// alone.
 func unitsFor(role string) []unit {
 	switch role {
 	case "master":
-		return []unit{mungeUnit, slurmctldUnit}
+		return []unit{chronydUnit, mungeUnit, slurmctldUnit}
 	case "compute":
-		return []unit{mungeUnit, slurmdUnit}
+		return []unit{chronydUnit, mungeUnit, slurmdUnit}
 	}
 	return []unit{mungeUnit}
 }

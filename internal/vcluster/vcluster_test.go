@@ -101,7 +101,7 @@ func TestStage(t *testing.T) {
 		{Path: "/home/u/note", Mode: 0o600, UID: 1000, GID: 1000, Data: []byte("hi")},
 		{Path: "/run/extra", Mode: 0o644, Data: []byte("late")},
 	}
-	s, err := stage(host, dir, "c1", []Account{{Name: "munge", UID: 900, GID: 900}, {Name: "slurm", UID: 901, GID: 901}}, files)
+	s, err := stage(host, dir, "c1", []Account{{Name: "munge", UID: 900, GID: 900}, {Name: "slurm", UID: 901, GID: 901}}, files, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestStage(t *testing.T) {
 	if err != nil || !strings.Contains(string(pw), "slurm:x:901:901:") {
 		t.Errorf("passwd: %v\n%s", err, pw)
 	}
-	if _, err := stage(host, dir, "c1", nil, []File{{Path: "/nonexistent/x", Mode: 0o644}}); err == nil {
+	if _, err := stage(host, dir, "c1", nil, []File{{Path: "/nonexistent/x", Mode: 0o644}}, nil); err == nil {
 		t.Error("file under a directory the host lacks accepted")
 	}
 }
