@@ -95,6 +95,48 @@ func squatter(ctx context.Context, t *testing.T, lab *vlab.Lab, b *vlab.Bootd, d
 	if !slices.ContainsFunc(r.Leases, func(l inventory.Lease) bool { return l.Declined && l.Address.String() == "10.80.0.200" }) {
 		t.Errorf("10.80.0.200 is not held back: %+v", r.Leases)
 	}
+	watchedSquatter(ctx, t, lab, b)
+}
+
+// watchedSquatter: a host that takes 10.80.0.202 by hand and sends one ARP request from it (a
+// ping) is noticed by bootd's ARP watch at once, with no DHCP client asking: logged by MAC and
+// held back.
+func watchedSquatter(ctx context.Context, t *testing.T, lab *vlab.Lab, b *vlab.Bootd) {
+	const squatMAC = "52:54:00:5a:00:67"
+	sq, err := lab.AddHost(ctx, "squat2", mustMAC(squatMAC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sq.Run(ctx, "ip", "addr", "add", "10.80.0.202/24", "dev", "eth0"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	start := time.Now()
+	if out, err := sq.Run(ctx, "busybox", "ping", "-c", "1", "-W", "2", "10.80.0.1"); err != nil {
+		t.Fatalf("ping from the squatter: %v %s", err, out)
+	}
+	for {
+		r, err := b.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(r.Leases, func(l inventory.Lease) bool { return l.Declined && l.Address.String() == "10.80.0.202" }) {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("10.80.0.202 not held back 5 s after a host sent ARP from it: %+v", r.Leases)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log, err := os.ReadFile(b.Proc.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(strings.Split(string(log), "\n"), func(l string) bool {
+		return strings.Contains(l, "ADDRESS IN USE") && strings.Contains(l, squatMAC) && strings.Contains(l, "10.80.0.202")
+	}) {
+		t.Fatalf("bootd's log does not name the squatter %s at 10.80.0.202", squatMAC)
+	}
+	t.Logf("a host sending ARP from 10.80.0.202 was held back after %s, no DHCP involved", time.Since(start).Round(time.Millisecond))
 }
 
 // assignResult is one `bootd assign` run.

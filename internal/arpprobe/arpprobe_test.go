@@ -71,3 +71,40 @@ func TestProbeRefusesWhatItCannotProbe(t *testing.T) {
 		t.Error("probed on an interface without an Ethernet address")
 	}
 }
+
+// dispatch hands a claim to every sweep waiting for that address, once, and every sender to the
+// watcher; a sweep whose addresses are all claimed stops waiting.
+func TestDispatch(t *testing.T) {
+	a201 := netip.MustParseAddr("10.80.0.201")
+	zero := netip.MustParseAddr("0.0.0.0")
+	g := &segment{sock: &socket{}, mac: self, listening: map[netip.Addr][]*collector{}}
+	var seen []string
+	g.seen = func(a netip.Addr, mac net.HardwareAddr) { seen = append(seen, a.String()+" "+mac.String()) }
+	both := g.listen([]netip.Addr{target, a201})
+	one := g.listen([]netip.Addr{target})
+	g.dispatch(arp(2, other, target, zero))
+	g.dispatch(arp(2, self, a201, zero))                                   // our own: nobody hears it
+	g.dispatch(arp(1, net.HardwareAddr{2, 0, 0, 0, 0, 9}, target, target)) // a second claimant: the first stays
+	select {
+	case <-one.all:
+	default:
+		t.Fatal("a sweep whose one address is claimed is still waiting")
+	}
+	select {
+	case <-both.all:
+		t.Fatal("a sweep with an unclaimed address stopped waiting")
+	default:
+	}
+	if r := g.result(both); len(r) != 1 || r[target].String() != other.String() {
+		t.Fatalf("result = %v, want %s claimed by %s", r, target, other)
+	}
+	g.forget(one)
+	g.forget(both)
+	if len(g.listening) != 0 {
+		t.Fatalf("listeners left after forget: %v", g.listening)
+	}
+	want := []string{"10.80.0.200 " + other.String(), "10.80.0.200 02:00:00:00:00:09"}
+	if len(seen) != 2 || seen[0] != want[0] || seen[1] != want[1] {
+		t.Fatalf("watcher saw %v, want %v", seen, want)
+	}
+}

@@ -19,7 +19,7 @@ import (
 // leaser gives DHCP a node's static address, or a discovery lease for an unknown PXE client.
 type leaser struct{ d *daemon }
 
-func (l leaser) Lease(mac net.HardwareAddr, pxe bool) (dhcpd.Lease, bool, error) {
+func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, error) {
 	if n, err := l.d.inv.NodeByMAC(mac.String()); err == nil {
 		return dhcpd.Lease{IP: n.Address, Hostname: n.Name, Duration: l.d.cfg.Network.LeaseTime}, true, nil
 	}
@@ -27,17 +27,30 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe bool) (dhcpd.Lease, bool, error)
 		return dhcpd.Lease{}, false, nil
 	}
 	// One lookup per MAC at a time: a client that retransmits its DISCOVER while its new address
-	// is being probed shares that probe's outcome instead of renewing the unprobed address.
-	v, err, _ := l.d.leasing.Do(mac.String(), func() (any, error) { return l.d.discoveryLease(mac.String()) })
+	// is being probed shares that probe's outcome instead of renewing the unprobed address. A
+	// REQUEST that shared an OFFER's lookup looks again, bound (a renewal: quick).
+	v, err, _ := l.d.leasing.Do(mac.String(), func() (any, error) { return l.d.discoveryLease(mac.String(), bind) })
+	if err == nil && bind && !v.(boundLease).bound {
+		v, err = l.d.discoveryLease(mac.String(), true)
+	}
 	if err != nil {
 		return dhcpd.Lease{}, false, err
 	}
-	return dhcpd.Lease{IP: v.(inventory.Lease).Address, Duration: l.d.cfg.Discovery.LeaseTime}, true, nil
+	return dhcpd.Lease{IP: v.(boundLease).Address, Duration: l.d.cfg.Discovery.LeaseTime}, true, nil
 }
 
-// Prober finds a host that already answers at an address on the segment (internal/arpprobe).
+// boundLease is a discovery lease and whether it was looked up bound (durable, see dhcpd.Leaser).
+type boundLease struct {
+	inventory.Lease
+	bound bool
+}
+
+// Prober finds hosts that already use addresses on the segment (internal/arpprobe): one address,
+// many at once, or every ARP packet's sender as it passes.
 type Prober interface {
 	Probe(ctx context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error)
+	Sweep(ctx context.Context, addrs []netip.Addr, timeout time.Duration) (map[netip.Addr]net.HardwareAddr, error)
+	Watch(ctx context.Context, seen func(netip.Addr, net.HardwareAddr)) error
 }
 
 const (
@@ -49,47 +62,49 @@ const (
 	maxProbes = 3
 )
 
-// discoveryLease returns mac's discovery lease. A newly allocated address is first probed with
-// ARP (RFC 5227): when another host answers at it, that host is named in the log, the address is
-// held back like a declined one, and the next free address is tried. Renewals are not probed:
-// the client itself may answer at its address.
+// discoveryLease returns mac's discovery lease. A newly allocated address is probed with ARP
+// (RFC 5227): when another host answers at it, that host is named in the log, the address is held
+// back like a declined one, and the next free address is tried. Renewals are not probed: the
+// client itself may answer at its address.
 //
-// The inventory prefers an address the scout probed free within scoutFresh; such an address gets
-// only a quick re-check (confirmTimeout) for a host that appeared since. Without one (no scout,
-// or a storm took every vouched address), the new address gets the full probe (probeTimeout).
-func (d *daemon) discoveryLease(mac string) (inventory.Lease, error) {
+// The inventory prefers an address the scout vouches for (swept free within scoutFresh, no ARP
+// from it since). Such an address is offered at once, and re-probed while the OFFER travels
+// (confirmTimeout); mac's next request (its REQUEST) waits for that re-probe. Without a vouched
+// address (no scout, or none free), the new address gets the full probe (probeTimeout) first.
+func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
 	var prefer func(netip.Addr) bool
 	if d.scout != nil {
+		d.scout.awaitConfirm(mac)
 		prefer = d.scout.vouches
 	}
 	for range maxProbes {
-		lease, fresh, vouched, err := d.inv.DiscoveryLeaseFrom(mac, d.pool(), prefer)
+		lease, fresh, vouched, err := d.inv.DiscoveryLeaseFrom(mac, d.pool(), prefer, bind)
 		if err != nil || !fresh || d.probe == nil {
-			return lease, err
+			return boundLease{lease, bind}, err
 		}
-		timeout := probeTimeout
 		if d.scout != nil {
 			d.scout.took(lease.Address)
 			if vouched {
-				timeout = confirmTimeout
+				d.scout.confirmLater(mac, lease.Address)
+				return boundLease{lease, bind}, nil
 			}
 		}
-		squatter, err := d.probe.Probe(context.Background(), lease.Address, timeout)
+		squatter, err := d.probe.Probe(context.Background(), lease.Address, probeTimeout)
 		if err != nil {
 			// Fail open: an unprobed offer is what bootd did before probing existed, and a client
 			// that finds the address in use still declines it.
 			d.log.WithError(err).WithField("address", lease.Address).Warn("discovery address offered without an ARP probe")
-			return lease, nil
+			return boundLease{lease, bind}, nil
 		}
 		if squatter == nil {
-			return lease, nil
+			return boundLease{lease, bind}, nil
 		}
 		d.logSquatter(lease.Address, squatter, mac)
 		if err := d.inv.HoldAddress(mac, lease.Address, d.cfg.Discovery.LeaseTime); err != nil {
-			return inventory.Lease{}, err
+			return boundLease{}, err
 		}
 	}
-	return inventory.Lease{}, fmt.Errorf("%d discovery addresses in a row answer ARP already (held back, see above): no lease for %s this time", maxProbes, mac)
+	return boundLease{}, fmt.Errorf("%d discovery addresses in a row answer ARP already (held back, see above): no lease for %s this time", maxProbes, mac)
 }
 
 // logSquatter names a host found answering at a pool address it has no lease for (clientMAC: the

@@ -65,7 +65,7 @@ func TestLeaser(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, ok, err := leaser{d}.Lease(hw(tt.mac), tt.pxe)
+			l, ok, err := leaser{d}.Lease(hw(tt.mac), tt.pxe, true)
 			if err != nil || ok != tt.wantOK {
 				t.Fatalf("Lease = %+v, %v, %v; want ok=%v", l, ok, err, tt.wantOK)
 			}
@@ -131,7 +131,7 @@ func TestMachineRequestsComeFromTheirAddress(t *testing.T) {
 	if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c4"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := (leaser{d}).Lease(hw("52:54:00:00:00:09"), true); err != nil { // 10.80.0.200
+	if _, _, err := (leaser{d}).Lease(hw("52:54:00:00:00:09"), true, true); err != nil { // 10.80.0.200
 		t.Fatal(err)
 	}
 	tests := []struct {

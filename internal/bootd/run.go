@@ -59,6 +59,11 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 	d.logStart()
 	g, ctx := errgroup.WithContext(ctx)
 	if d.scout != nil {
+		// The first sweep before any listener opens: from the first DISCOVER on, new clients get
+		// addresses already probed, and a squatter is in the log before anyone boots.
+		start := time.Now()
+		n := d.scout.round(ctx)
+		d.log.WithFields(logrus.Fields{"addresses": n, "took": time.Since(start).Round(time.Millisecond)}).Info("discovery pool swept with ARP")
 		g.Go(func() error { d.scout.run(ctx); return nil })
 	}
 	g.Go(func() error { return d.serveDHCP(ctx) })

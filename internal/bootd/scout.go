@@ -2,50 +2,58 @@ package bootd
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
 )
 
 const (
-	// scoutReady is how many free pool addresses (the lowest ones: those the next new clients
-	// get) the scout keeps probed ahead of time: a rack powered on at once.
-	scoutReady = 16
-	// scoutFresh is how long a probe that found an address free vouches for it; the scout probes
-	// it again after scoutRefresh, so a ready address stays ready.
+	// scoutMax bounds the free pool addresses the scout keeps swept: the lowest ones, which new
+	// clients get first. A whole lab powered on at once fits in it.
+	scoutMax = 1024
+	// scoutFresh is how long a sweep that found an address free vouches for it, as long as no
+	// ARP packet from the address is seen since; the scout sweeps it again after scoutRefresh, so
+	// a free address stays vouched for.
 	scoutFresh   = 30 * time.Second
 	scoutRefresh = scoutFresh / 2
-	// scoutTick is how often the scout looks for addresses to probe when nobody takes any.
+	// scoutTick is how often the scout looks for addresses to sweep (newly freed ones).
 	scoutTick = time.Second
-	// confirmTimeout is the quick re-check of a vouched address before it is offered. The scout's
-	// probe cannot see a host that took the address by hand after that probe (up to scoutFresh
-	// ago); such a host is up and on the segment now, and answers ARP in well under a millisecond.
+	// confirmTimeout is the re-probe of a vouched address that runs while its OFFER is on the
+	// way; the client's REQUEST waits for it, so no address is ACKed without a probe just before.
+	// It catches a host that took the address by hand since the last sweep and has sent no ARP
+	// since. Such a host is up on the segment now: on a switch it answers in well under a
+	// millisecond, but a loaded server (or a loaded test machine) may read the answer many
+	// milliseconds late, and a late answer is a missed squatter; 20 ms has held in every run
+	// here. A PXE ROM's REQUEST rarely comes that soon after the OFFER anyway.
 	confirmTimeout = 20 * time.Millisecond
 )
 
-// scout probes free discovery addresses ahead of time (ARP, probeTimeout each, concurrently), so
-// a new client takes an address probed within scoutFresh instead of waiting for a full probe.
-// It only vouches: the inventory still allocates (DiscoveryLeaseFrom, preferring vouched
-// addresses), so an address is never offered to two MACs. A host found at a free address is
-// logged and the address held back, as by the leaser's own probe.
+// scout keeps the free discovery addresses probed ahead of time, so a new client's OFFER waits
+// for no probe: it sweeps them all with ARP (one probe each, every scoutRefresh), and it watches
+// every ARP packet on the segment, so a host that starts using a pool address between sweeps is
+// noticed the moment it sends one. It only vouches: the inventory still allocates
+// (DiscoveryLeaseFrom, preferring vouched addresses), so an address is never offered to two
+// MACs. A host found at a free address is logged and the address held back, as by the leaser's
+// own probe.
 type scout struct {
-	d    *daemon
-	kick chan struct{}
+	d *daemon
 
-	mu      sync.Mutex
-	clean   map[netip.Addr]time.Time // start of the last probe that found the address free
-	taken   map[netip.Addr]time.Time // when the leaser last took the address: older probes are void
-	probing map[netip.Addr]bool
-	warned  bool // a probe failed (logged once)
+	mu         sync.Mutex
+	clean      map[netip.Addr]time.Time // start of the last sweep that found the address free
+	taken      map[netip.Addr]time.Time // when the leaser last took the address: older sweeps are void
+	confirming map[string]chan struct{} // by MAC: re-probes of offered addresses in flight
+	conflicts  map[netip.Addr]time.Time // last "two hosts at one address" error, to log it once per scoutFresh
+	warned     bool                     // a sweep failed (logged once)
 }
 
 func newScout(d *daemon) *scout {
-	return &scout{d: d, kick: make(chan struct{}, 1), clean: map[netip.Addr]time.Time{},
-		taken: map[netip.Addr]time.Time{}, probing: map[netip.Addr]bool{}}
+	return &scout{d: d, clean: map[netip.Addr]time.Time{}, taken: map[netip.Addr]time.Time{},
+		confirming: map[string]chan struct{}{}, conflicts: map[netip.Addr]time.Time{}}
 }
 
-// vouches reports whether a probe that started within scoutFresh found a free. The inventory
-// calls it with its lock held: it takes only the scout's own lock.
+// vouches reports whether a sweep that started within scoutFresh found a free, with no ARP from
+// a since. The inventory calls it with its lock held: it takes only the scout's own lock.
 func (s *scout) vouches(a netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,21 +61,18 @@ func (s *scout) vouches(a netip.Addr) bool {
 	return ok && time.Since(t) < scoutFresh
 }
 
-// took records that the leaser allocated a: its vouch is used up, a probe of it in flight counts
-// for nothing, and the scout gets going on the next address.
+// took records that the leaser allocated a: its vouch is used up, and a sweep of it in flight
+// counts for nothing.
 func (s *scout) took(a netip.Addr) {
 	s.mu.Lock()
 	delete(s.clean, a)
 	s.taken[a] = time.Now()
 	s.mu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
 }
 
-// run keeps the lowest scoutReady free addresses probed until ctx is done.
+// run sweeps and watches until ctx is done.
 func (s *scout) run(ctx context.Context) {
+	go s.watch(ctx)
 	t := time.NewTicker(scoutTick)
 	defer t.Stop()
 	for {
@@ -76,14 +81,21 @@ func (s *scout) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-s.kick:
 		}
 	}
 }
 
-// round starts a probe of every candidate not probed free within scoutRefresh.
-func (s *scout) round(ctx context.Context) {
-	cands := s.d.inv.FreeAddresses(s.d.pool(), scoutReady)
+// watch feeds every ARP packet's sender to seen. Without it the sweeps still vouch, and the
+// re-probe before each ACK still catches a host that came since.
+func (s *scout) watch(ctx context.Context) {
+	if err := s.d.probe.Watch(ctx, s.seen); err != nil {
+		s.d.log.WithError(err).Warn("ARP on the segment cannot be watched; hosts that take a pool address by hand are found by the sweeps and re-probes only")
+	}
+}
+
+// round sweeps every candidate not found free within scoutRefresh, waits for the sweep, and
+// returns how many addresses it swept.
+func (s *scout) round(ctx context.Context) int {
 	now := time.Now()
 	var todo []netip.Addr
 	s.mu.Lock()
@@ -92,44 +104,75 @@ func (s *scout) round(ctx context.Context) {
 			delete(s.taken, a)
 		}
 	}
-	for _, a := range cands {
-		if t, ok := s.clean[a]; s.probing[a] || len(s.probing) >= 2*scoutReady || (ok && now.Sub(t) < scoutRefresh) {
-			continue
-		}
-		s.probing[a] = true
-		todo = append(todo, a)
-	}
 	s.mu.Unlock()
-	for _, a := range todo {
-		go s.probe(ctx, a)
+	for _, a := range s.d.inv.FreeAddresses(s.d.pool(), scoutMax) {
+		s.mu.Lock()
+		t, ok := s.clean[a]
+		s.mu.Unlock()
+		if !ok || now.Sub(t) >= scoutRefresh {
+			todo = append(todo, a)
+		}
 	}
+	if len(todo) > 0 {
+		s.sweep(ctx, todo)
+	}
+	return len(todo)
 }
 
-func (s *scout) probe(ctx context.Context, a netip.Addr) {
-	defer func() {
-		s.mu.Lock()
-		delete(s.probing, a)
-		s.mu.Unlock()
-	}()
+func (s *scout) sweep(ctx context.Context, addrs []netip.Addr) {
 	start := time.Now()
-	squatter, err := s.d.probe.Probe(ctx, a, probeTimeout)
-	s.mu.Lock()
+	found, err := s.d.probe.Sweep(ctx, addrs, probeTimeout)
 	if err != nil || ctx.Err() != nil {
+		s.mu.Lock()
 		warn := err != nil && ctx.Err() == nil && !s.warned
 		s.warned = s.warned || warn
 		s.mu.Unlock()
 		if warn {
-			s.d.log.WithError(err).WithField("address", a).Warn("discovery addresses cannot be probed ahead; each new client waits for its own probe")
+			s.d.log.WithError(err).Warn("discovery addresses cannot be probed ahead; each new client waits for its own probe")
 		}
 		return
 	}
-	if squatter == nil {
-		if start.After(s.taken[a]) {
+	s.mu.Lock()
+	for _, a := range addrs {
+		if found[a] == nil && start.After(s.taken[a]) {
 			s.clean[a] = start
 		}
-		s.mu.Unlock()
+	}
+	s.mu.Unlock()
+	for a, mac := range found {
+		s.squatter(a, mac)
+	}
+}
+
+// seen is one ARP packet's sender: a host at a pool address that is not the address's holder
+// spoils its vouch, and is logged (and the address held back when free).
+func (s *scout) seen(a netip.Addr, mac net.HardwareAddr) {
+	if !s.d.pool().Contains(a) {
 		return
 	}
+	holder, used := s.d.inv.AddressHolder(a)
+	if holder == mac.String() {
+		return
+	}
+	if !used {
+		s.squatter(a, mac)
+		return
+	}
+	s.mu.Lock()
+	quiet := time.Since(s.conflicts[a]) < scoutFresh
+	if !quiet {
+		s.conflicts[a] = time.Now()
+	}
+	s.mu.Unlock()
+	if !quiet && holder != "" {
+		s.d.log.WithFields(map[string]any{"address": a, "squatter_mac": mac.String(), "client_mac": holder}).
+			Errorf("ADDRESS IN USE TWICE: %s, leased to %s, also answers from %s; find that host and remove its static address, or move the pool", a, holder, mac)
+	}
+}
+
+// squatter handles a host found at a free pool address: no more vouch, held back, logged.
+func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
+	s.mu.Lock()
 	delete(s.clean, a)
 	s.mu.Unlock()
 	// Held only if still free: a client that got a meanwhile (and answers at it) is no squatter.
@@ -138,6 +181,45 @@ func (s *scout) probe(ctx context.Context, a netip.Addr) {
 		s.d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
 	}
 	if held {
-		s.d.logSquatter(a, squatter, "")
+		s.d.logSquatter(a, mac, "")
+	}
+}
+
+// confirmLater re-probes a, just offered to mac, while the OFFER is on its way. A host found
+// there takes the address off mac (held back), so mac's REQUEST for it is NAKed and its next
+// DISCOVER gets another.
+func (s *scout) confirmLater(mac string, a netip.Addr) {
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.confirming[mac] = done
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.confirming, mac)
+			s.mu.Unlock()
+			close(done)
+		}()
+		squatter, err := s.d.probe.Probe(context.Background(), a, confirmTimeout)
+		if err != nil {
+			s.d.log.WithError(err).WithField("address", a).Warn("offered discovery address not re-probed")
+		}
+		if squatter == nil {
+			return
+		}
+		s.d.logSquatter(a, squatter, mac)
+		if err := s.d.inv.HoldAddress(mac, a, s.d.cfg.Discovery.LeaseTime); err != nil {
+			s.d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
+		}
+	}()
+}
+
+// awaitConfirm waits for the re-probe of mac's offered address, if one is in flight.
+func (s *scout) awaitConfirm(mac string) {
+	s.mu.Lock()
+	done := s.confirming[mac]
+	s.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }

@@ -11,90 +11,151 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/labcluster/gpucluster/internal/dhcpd"
 )
 
-// scoutRound runs one scout round and waits for its probes.
-func scoutRound(t *testing.T, s *scout) {
-	t.Helper()
-	s.round(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.mu.Lock()
-		n := len(s.probing)
-		s.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("scout probes did not finish")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+var (
+	squatterMAC = hw("52:54:00:5a:5a:5a")
+	addr200     = netip.MustParseAddr("10.80.0.200")
+)
 
-// The scout finds a squatter ahead of time (logged, held back) and vouches for the free
-// addresses, which new clients then get after a quick re-check only.
-func TestScoutProbesAhead(t *testing.T) {
-	squatter := hw("52:54:00:5a:5a:5a")
+// scoutDaemon is a daemon whose scout probes through p and logs to the returned hook.
+func scoutDaemon(t *testing.T, p *fakeProber) (*daemon, *test.Hook) {
+	t.Helper()
 	d := testDaemon(t)
 	log, hook := test.NewNullLogger()
 	d.log = log
-	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{netip.MustParseAddr("10.80.0.200"): squatter}}
 	d.probe = p
 	d.scout = newScout(d)
-	scoutRound(t, d.scout)
-	if got := p.count(); got != scoutReady {
-		t.Fatalf("scout made %d probes, want %d", got, scoutReady)
-	}
-	held, logged := false, false
+	return d, hook
+}
+
+func held(d *daemon, a netip.Addr) bool {
 	for _, l := range d.inv.Leases() {
-		held = held || (l.Declined && l.Address.String() == "10.80.0.200")
+		if l.Declined && l.Address == a {
+			return true
+		}
 	}
+	return false
+}
+
+func loggedSquatter(hook *test.Hook, a netip.Addr, mac net.HardwareAddr) bool {
 	for _, e := range hook.AllEntries() {
-		logged = logged || (e.Level == logrus.ErrorLevel && e.Data["squatter_mac"] == squatter.String() && e.Data["address"] == netip.MustParseAddr("10.80.0.200"))
+		if e.Level == logrus.ErrorLevel && e.Data["squatter_mac"] == mac.String() && e.Data["address"] == a {
+			return true
+		}
 	}
-	if !held || !logged {
-		t.Fatalf("squatter found by the scout: held %v, logged %v", held, logged)
+	return false
+}
+
+// lease looks mac's lease up as a DISCOVER (bind false) or a REQUEST (bind true) does.
+func lease(t *testing.T, d *daemon, mac string, bind bool) dhcpd.Lease {
+	t.Helper()
+	l, ok, err := leaser{d}.Lease(hw(mac), true, bind)
+	if err != nil || !ok {
+		t.Fatalf("Lease(%s) = %v %v %v", mac, l.IP, ok, err)
 	}
-	// Vouched addresses: a new client gets the lowest, with a quick re-check.
-	l, ok, err := leaser{d}.Lease(hw("52:54:00:00:00:09"), true)
-	if err != nil || !ok || l.IP.String() != "10.80.0.201" {
-		t.Fatalf("Lease = %v %v %v; want 10.80.0.201", l.IP, ok, err)
+	return l
+}
+
+// One sweep covers the whole free pool; a squatter it finds is logged and held back, and new
+// clients then get vouched addresses with no probe before their OFFER.
+func TestScoutSweepsThePool(t *testing.T) {
+	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{addr200: squatterMAC}}
+	d, hook := scoutDaemon(t, p)
+	d.scout.round(context.Background())
+	if got := p.count(); got != 50 {
+		t.Fatalf("the sweep probed %d addresses, want the whole free pool (50)", got)
 	}
+	if !held(d, addr200) || !loggedSquatter(hook, addr200, squatterMAC) {
+		t.Fatalf("squatter found by the sweep: held %v, logged %v", held(d, addr200), loggedSquatter(hook, addr200, squatterMAC))
+	}
+	if l := lease(t, d, "52:54:00:00:00:09", true); l.IP.String() != "10.80.0.201" {
+		t.Fatalf("Lease = %v, want 10.80.0.201", l.IP)
+	}
+	d.scout.awaitConfirm("52:54:00:00:00:09")
 	p.mu.Lock()
 	last := p.waits[len(p.waits)-1]
 	p.mu.Unlock()
-	if last != confirmTimeout {
-		t.Fatalf("vouched address probed for %s, want the quick re-check %s", last, confirmTimeout)
+	if p.count() != 51 || last != confirmTimeout {
+		t.Fatalf("after the lease: %d probes, the last for %s; want one re-probe of %s", p.count(), last, confirmTimeout)
 	}
-	// A vouch is used once: a probe of the taken address that started before it was taken is void.
 	if d.scout.vouches(netip.MustParseAddr("10.80.0.201")) {
 		t.Fatal("the scout still vouches for an address the leaser took")
 	}
-	// A host that took a vouched address since the scout's probe is caught by the re-check.
+	// The next round sweeps nothing: every free address is still fresh.
+	d.scout.round(context.Background())
+	if p.count() != 51 {
+		t.Fatalf("a second round right away probed %d more addresses", p.count()-51)
+	}
+}
+
+// A host that took a vouched address after the sweep, silently, is found by the re-probe while
+// the OFFER travels: the REQUEST that follows finds the address gone (and is NAKed), and the
+// client's next DISCOVER gets another one.
+func TestScoutReprobeTakesTheAddressBack(t *testing.T) {
+	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}, delay: 5 * time.Millisecond}
+	d, hook := scoutDaemon(t, p)
+	d.scout.round(context.Background())
 	p.mu.Lock()
-	p.taken[netip.MustParseAddr("10.80.0.202")] = hw("52:54:00:5a:5a:5b")
+	p.taken[addr200] = squatterMAC
 	p.mu.Unlock()
-	if l, _, err := (leaser{d}).Lease(hw("52:54:00:00:00:0a"), true); err != nil || l.IP.String() != "10.80.0.203" {
-		t.Fatalf("Lease = %v %v; want 10.80.0.203 (10.80.0.202 taken since the scout's probe)", l.IP, err)
+	const mac = "52:54:00:00:00:09"
+	if l := lease(t, d, mac, false); l.IP != addr200 {
+		t.Fatalf("offered %v, want 10.80.0.200 (vouched)", l.IP)
+	}
+	// The REQUEST comes at once; it waits for the re-probe.
+	if l := lease(t, d, mac, true); l.IP == addr200 {
+		t.Fatal("the REQUEST still gets 10.80.0.200 although a host answers there")
+	}
+	if !held(d, addr200) || !loggedSquatter(hook, addr200, squatterMAC) {
+		t.Fatalf("squatter found by the re-probe: held %v, logged %v", held(d, addr200), loggedSquatter(hook, addr200, squatterMAC))
+	}
+}
+
+// What the ARP watch sees: a host sending from a free pool address spoils its vouch and is held
+// back at once; the address's own lessee is no news; a second host at a leased address is logged,
+// once.
+func TestScoutWatch(t *testing.T) {
+	d, hook := scoutDaemon(t, &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}})
+	d.scout.round(context.Background())
+	a201 := netip.MustParseAddr("10.80.0.201")
+	d.scout.seen(a201, squatterMAC)
+	if d.scout.vouches(a201) || !held(d, a201) || !loggedSquatter(hook, a201, squatterMAC) {
+		t.Fatalf("a host seen at a free address: vouched %v, held %v, logged %v", d.scout.vouches(a201), held(d, a201), loggedSquatter(hook, a201, squatterMAC))
+	}
+	client := "52:54:00:00:00:09"
+	if l := lease(t, d, client, true); l.IP != addr200 {
+		t.Fatalf("Lease = %v, want 10.80.0.200", l.IP)
+	}
+	hook.Reset()
+	d.scout.seen(addr200, hw(client))
+	d.scout.seen(netip.MustParseAddr("10.80.1.5"), squatterMAC) // outside the pool
+	if n := len(hook.AllEntries()); n != 0 {
+		t.Fatalf("the lessee's own ARP or one outside the pool was logged: %v", hook.AllEntries())
+	}
+	for range 3 {
+		d.scout.seen(addr200, squatterMAC)
+	}
+	if n := len(hook.AllEntries()); n != 1 || hook.LastEntry().Data["client_mac"] != client {
+		t.Fatalf("a second host at a leased address: %d log lines, want 1 naming the client: %v", n, hook.AllEntries())
 	}
 }
 
 // Many clients at once, scout running: every MAC gets its own address.
 func TestScoutConcurrentLeasesDistinct(t *testing.T) {
-	d := testDaemon(t)
-	d.probe = &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}, delay: time.Millisecond}
-	d.scout = newScout(d)
+	d, _ := scoutDaemon(t, &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}, delay: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	scoutRound(t, d.scout)
+	d.scout.round(ctx)
 	go d.scout.run(ctx)
 	const n = 40
 	got := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			l, _, err := leaser{d}.Lease(hw(fmt.Sprintf("52:54:00:00:02:%02x", i)), true)
+			l, _, err := leaser{d}.Lease(hw(fmt.Sprintf("52:54:00:00:02:%02x", i)), true, true)
 			got[i] = l.IP.String()
 			if err != nil {
 				got[i] = err.Error()

@@ -52,7 +52,7 @@ func checkFuzzReply(t *testing.T, req, resp *dhcpv4.DHCPv4) {
 // fuzzed packets (nodeMAC is in the seeds), and it is stateless so runs stay independent.
 type fuzzLeaser struct{}
 
-func (fuzzLeaser) Lease(mac net.HardwareAddr, pxe bool) (Lease, bool, error) {
+func (fuzzLeaser) Lease(mac net.HardwareAddr, pxe, _ bool) (Lease, bool, error) {
 	if bytes.Equal(mac, nodeMAC) {
 		return Lease{IP: nodeIP, Hostname: "c1", Duration: nodeLease}, true, nil
 	}

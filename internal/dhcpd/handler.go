@@ -26,7 +26,9 @@ type Leaser interface {
 	// Lease returns mac's address: its reservation when it is an assigned node; otherwise, when pxe is
 	// true, a short discovery lease (allocated if needed). ok=false means: do not answer (not a PXE
 	// client and not assigned); a non-nil err means the pool is exhausted or storage failed (log it, no answer).
-	Lease(mac net.HardwareAddr, pxe bool) (l Lease, ok bool, err error)
+	// bind is true for a REQUEST (the answer is an ACK: the lease must be durable first) and false for
+	// a DISCOVER (an OFFER binds nothing, so the lease may still be on its way to storage).
+	Lease(mac net.HardwareAddr, pxe, bind bool) (l Lease, ok bool, err error)
 	// Release frees mac's discovery lease (DHCPRELEASE), or marks its address bad (declined=true, DHCPDECLINE).
 	Release(mac net.HardwareAddr, declined bool)
 }
@@ -158,7 +160,7 @@ func (h *Handler) forUs(req *dhcpv4.DHCPv4) bool {
 // lease answers a DISCOVER (OFFER) or a valid REQUEST (ACK) with the client's lease.
 func (h *Handler) lease(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
 	c := classify(req)
-	l, ok := h.lookup(req, c, log)
+	l, ok := h.lookup(req, c, typ == dhcpv4.MessageTypeAck, log)
 	if !ok {
 		return nil
 	}
@@ -166,8 +168,8 @@ func (h *Handler) lease(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, log logrus.F
 }
 
 // lookup asks the Leaser for req's lease, logging why there is none.
-func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, log logrus.FieldLogger) (Lease, bool) {
-	l, ok, err := h.leaser.Lease(req.ClientHWAddr, c.pxe)
+func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, bind bool, log logrus.FieldLogger) (Lease, bool) {
+	l, ok, err := h.leaser.Lease(req.ClientHWAddr, c.pxe, bind)
 	switch {
 	case err != nil:
 		if ok, n := h.leaseErrs.allow(time.Now(), leaseErrEvery); ok {
@@ -189,7 +191,7 @@ func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, log logrus.FieldLogger) (
 // request answers a REQUEST: ACK when the requested address is the client's lease, NAK otherwise.
 func (h *Handler) request(req *dhcpv4.DHCPv4, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
 	c := classify(req)
-	l, ok := h.lookup(req, c, log)
+	l, ok := h.lookup(req, c, true, log)
 	if !ok {
 		return nil
 	}

@@ -71,7 +71,7 @@ type fakeLeaser struct {
 	released []releaseCall
 }
 
-func (f *fakeLeaser) Lease(mac net.HardwareAddr, pxe bool) (Lease, bool, error) {
+func (f *fakeLeaser) Lease(mac net.HardwareAddr, pxe, _ bool) (Lease, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pxeSeen = append(f.pxeSeen, pxe)

@@ -181,3 +181,54 @@ func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An unbound allocation (a DHCP OFFER) returns while its write is still blocked; the bound call
+// that follows (the REQUEST) waits for that write; and when that write fails, the allocation is
+// taken back, so the bound call gets a written lease rather than the unwritten one.
+func TestUnboundOfferBoundRequest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inventory.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var writes atomic.Int32
+	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+		if writes.Add(1) == 1 {
+			<-gate
+			return errors.New("disk full")
+		}
+		return atomicfile.Write(p, b, m)
+	})
+	const mac = "52:54:00:00:00:01"
+	offer, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, false) // returns with the write blocked
+	if err != nil || offer.Address != testPool.Start {
+		t.Fatalf("offer = %v, %v", offer, err)
+	}
+	type result struct {
+		l   Lease
+		err error
+	}
+	bound := make(chan result, 1)
+	go func() {
+		l, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, true)
+		bound <- result{l, err}
+	}()
+	select {
+	case r := <-bound:
+		t.Fatalf("bound lookup returned %v, %v before the offered lease was written", r.l, r.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	r := <-bound
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.LeaseOf(mac); err != nil || got.Address != r.l.Address {
+		t.Fatalf("on disk: %v %v; the bound call returned %s", got, err, r.l.Address)
+	}
+}

@@ -26,7 +26,7 @@ func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
 // mac (fresh) rather than renewed: a fresh address is one the caller may want to check on the
 // segment (ARP probe) before offering it, and hold back with HoldAddress if it is in use.
 func (s *Store) DiscoveryLeaseFresh(mac string, pool Pool) (l Lease, fresh bool, err error) {
-	l, fresh, _, err = s.DiscoveryLeaseFrom(mac, pool, nil)
+	l, fresh, _, err = s.DiscoveryLeaseFrom(mac, pool, nil, true)
 	return l, fresh, err
 }
 
@@ -36,18 +36,36 @@ func (s *Store) DiscoveryLeaseFresh(mac string, pool Pool) (l Lease, fresh bool,
 // the store locked; it must not call the store. The allocation itself stays here, under the
 // store's lock, so an address is never leased to two MACs whatever prefer says.
 //
-// The lease is returned once it is durable (group commit, see Store). A new allocation whose
-// write fails is removed again, so the caller offers nothing.
-func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr) bool) (l Lease, fresh, preferred bool, err error) {
+// With bind, the lease is returned once it is durable (group commit, see Store), and a new
+// allocation whose write fails is removed again, so the caller hands out nothing. Without bind
+// (for a DHCP OFFER, which binds nothing) it is returned at once and written in the background:
+// the client's REQUEST, a bind call, then waits for that write (leaseGen), so no client is ever
+// ACKed a lease that a crash could lose. A failed background write removes the allocation, and
+// the REQUEST finds the address no longer the client's (NAK).
+func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr) bool, bind bool) (l Lease, fresh, preferred bool, err error) {
 	s.mu.Lock()
 	now := s.now()
 	expires := now.Add(pool.LeaseTime)
 	// A lease keeps its address even past expiry (stable for the machine): allocation prunes expired
 	// leases whenever it hands out their address, so a lease still listed is still this MAC's own.
-	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 && pool.contains(s.data.Leases[i].Address) {
+	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 && pool.Contains(s.data.Leases[i].Address) {
+		allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
 		l, g := s.renew(i, expires, pool.LeaseTime)
 		s.mu.Unlock()
-		return l, false, false, s.commit(g)
+		if !bind {
+			go s.commit(g) // the bind call that follows waits for it
+			return l, false, false, nil
+		}
+		err := s.commit(g)
+		if err != nil && allocated != 0 {
+			s.undoAllocation(l, allocated)
+		}
+		if !s.holds(mac, l.Address) {
+			// The lease's allocation was never written and is taken back: allocate anew (that
+			// allocation returns its own write's error, so this recurses once at most).
+			return s.DiscoveryLeaseFrom(mac, pool, prefer, bind)
+		}
+		return l, false, false, err
 	}
 	addr, preferred, err := s.freeAddress(pool, now, prefer)
 	if err != nil {
@@ -59,12 +77,30 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 	g := s.bump()
 	s.leaseGen[mac] = g
 	s.mu.Unlock()
-	if err := s.commit(g); err != nil {
-		if s.undoAllocation(l, g) {
-			return Lease{}, false, false, err
-		}
+	if !bind {
+		go s.commitAllocation(l, g) // the bind call that follows waits for it
+		return l, true, preferred, nil
+	}
+	if err := s.commitAllocation(l, g); err != nil {
+		return Lease{}, false, false, err
 	}
 	return l, true, preferred, nil
+}
+
+// holds reports whether mac still has its lease on a (not taken back after a failed write).
+func (s *Store) holds(mac string, a netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && l.Address == a && !l.Declined })
+}
+
+// commitAllocation waits for new lease l (generation g) to be durable; when its write fails it
+// removes l again and returns the error.
+func (s *Store) commitAllocation(l Lease, g uint64) error {
+	if err := s.commit(g); err != nil && s.undoAllocation(l, g) {
+		return err
+	}
+	return nil
 }
 
 // undoAllocation removes lease l (generation g) after its write failed, and reports true; or
@@ -76,7 +112,10 @@ func (s *Store) undoAllocation(l Lease, g uint64) bool {
 	if s.durable >= g {
 		return false
 	}
-	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(x Lease) bool { return x == l })
+	// By MAC and address: a renewal may have moved its expiry since.
+	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(x Lease) bool {
+		return x.MAC == l.MAC && x.Address == l.Address && !x.Declined
+	})
 	if s.leaseGen[l.MAC] == g {
 		delete(s.leaseGen, l.MAC)
 	}
@@ -167,7 +206,8 @@ func (s *Store) prunedFor(mac string, now time.Time) []Lease {
 	})
 }
 
-func (p Pool) contains(a netip.Addr) bool {
+// Contains reports whether a lies in the pool.
+func (p Pool) Contains(a netip.Addr) bool {
 	return a.Compare(p.Start) >= 0 && a.Compare(p.End) <= 0
 }
 
@@ -231,4 +271,21 @@ func (s *Store) Leases() []Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.data.Leases)
+}
+
+// AddressHolder returns the MAC of the machine that holds a: its unexpired discovery lease or
+// its node. used is false when a is free; mac is "" for an address held back (declined).
+func (s *Store) AddressHolder(a netip.Addr) (mac string, used bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Address == a }); i >= 0 {
+		return s.data.Nodes[i].MAC, true
+	}
+	now := s.now()
+	for _, l := range s.data.Leases {
+		if l.Address == a && l.Expires.After(now) {
+			return l.MAC, true
+		}
+	}
+	return "", false
 }
