@@ -432,6 +432,7 @@ func dhcpFlood(ctx context.Context, t *testing.T, b *vlab.Bootd, seg *segClient)
 	}
 	close(stop)
 	wg.Wait()
+	floodEnd := time.Now()
 	t.Logf("flood: %d DISCOVERs from random MACs in %s; node %s's DORA during the flood: %v", sent.Load(), time.Since(floodStart).Round(time.Millisecond), node.Name, during)
 	if _, err := seg.discover(ctx, randomMAC(), 500*time.Millisecond, 2); err == nil {
 		t.Error("a new PXE client got an offer from an exhausted pool")
@@ -439,6 +440,7 @@ func dhcpFlood(ctx context.Context, t *testing.T, b *vlab.Bootd, seg *segClient)
 	if a, err := seg.dora(ctx, mustMAC(node.MAC)); err != nil || a != node.Address {
 		t.Fatalf("node %s after the flood: %v, %v; want %s", node.Name, a, err, node.Address)
 	}
+	newMachineAfterFlood(ctx, t, seg, floodEnd)
 	r, err = b.Nodes(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -447,6 +449,23 @@ func dhcpFlood(ctx context.Context, t *testing.T, b *vlab.Bootd, seg *segClient)
 		t.Fatal(err)
 	}
 	t.Logf("bootd logged %d warnings or errors during the flood", warnCount(t, b.Proc.LogPath)-logBefore)
+}
+
+// newMachineAfterFlood: the flood's MACs only DISCOVERed, so their offers lapse after bootd's
+// offer hold (10 s), not a lease time: a new unknown machine gets a lease soon after the flood.
+func newMachineAfterFlood(ctx context.Context, t *testing.T, seg *segClient, floodEnd time.Time) {
+	const limit = 20 * time.Second
+	for {
+		a, err := seg.dora(ctx, randomMAC())
+		if err == nil {
+			t.Logf("a new PXE machine got %s %s after the flood ended", a, time.Since(floodEnd).Round(100*time.Millisecond))
+			return
+		}
+		if time.Since(floodEnd) > limit {
+			t.Fatalf("no lease for a new PXE machine %s after the flood ended: %v", limit, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // warnCount is the number of warning and error lines in bootd's log (the e2e bootd logs debug too).

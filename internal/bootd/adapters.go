@@ -54,6 +54,10 @@ type Prober interface {
 }
 
 const (
+	// offerHold is how long an offered discovery address stays taken before its REQUEST: PXE ROMs
+	// REQUEST within a few seconds (some collect offers for up to 4 s first). A DISCOVER flood
+	// from random MACs then holds the pool for this long, not a lease time.
+	offerHold = 10 * time.Second
 	// probeTimeout is how long a new discovery address is probed before it is offered: a host on
 	// the same switch answers ARP in well under a millisecond, and a PXE ROM waits seconds for an offer.
 	probeTimeout = 300 * time.Millisecond
@@ -132,7 +136,7 @@ func (l leaser) Release(mac net.HardwareAddr, declined bool) {
 }
 
 func (d *daemon) pool() inventory.Pool {
-	return inventory.Pool{Start: d.cfg.Discovery.PoolStart, End: d.cfg.Discovery.PoolEnd, LeaseTime: d.cfg.Discovery.LeaseTime}
+	return inventory.Pool{Start: d.cfg.Discovery.PoolStart, End: d.cfg.Discovery.PoolEnd, LeaseTime: d.cfg.Discovery.LeaseTime, OfferHold: offerHold}
 }
 
 // machines gives HTTP the inventory's view of a machine and what it boots.

@@ -119,7 +119,8 @@ func limitBodies(h http.Handler) http.Handler {
 }
 
 // Serve answers on ln until ctx is done. Timeouts on headers, bodies and idle connections keep
-// slow or stalled clients from holding the server; there is no write timeout because images are large.
+// slow or stalled clients from holding the server; a file download must keep moving (progress.go)
+// instead of a write timeout for the whole response, since images are large.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           limitBodies(s.Handler()),

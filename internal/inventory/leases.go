@@ -46,10 +46,16 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 	s.mu.Lock()
 	now := s.now()
 	expires := now.Add(pool.LeaseTime)
+	if !bind {
+		expires = now.Add(pool.offerHold()) // an offer; the REQUEST's bind gives the full lease
+	}
 	// A lease keeps its address even past expiry (stable for the machine): allocation prunes expired
 	// leases whenever it hands out their address, so a lease still listed is still this MAC's own.
 	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 && pool.Contains(s.data.Leases[i].Address) {
 		allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
+		if !bind && s.data.Leases[i].Expires.After(expires) {
+			expires = s.data.Leases[i].Expires // a DISCOVER never shortens a bound lease
+		}
 		l, g := s.renew(i, expires, pool.LeaseTime)
 		s.mu.Unlock()
 		if !bind {

@@ -85,6 +85,17 @@ type Lease struct {
 type Pool struct {
 	Start, End netip.Addr
 	LeaseTime  time.Duration
+	// OfferHold is how long an address offered but not yet requested stays taken (0 or more than
+	// LeaseTime: LeaseTime). Short, so a flood of DISCOVERs that never REQUEST (random MACs) ties
+	// up the pool only that long; a real client REQUESTs within seconds of its OFFER.
+	OfferHold time.Duration
+}
+
+func (p Pool) offerHold() time.Duration {
+	if p.OfferHold <= 0 || p.OfferHold > p.LeaseTime {
+		return p.LeaseTime
+	}
+	return p.OfferHold
 }
 
 // Conflict explains why an assignment was refused.
