@@ -25,26 +25,37 @@ import (
 const nfsCompute = "c1"
 
 // nfsNodeFiles are the rendered files the NFS test gives its nodes: the NFS configuration, the
-// names it uses, and the tmpfiles.d lines that make the exported directories.
-var nfsNodeFiles = []string{"/etc/exports", "/etc/fstab", "/etc/hosts", "/etc/tmpfiles.d/bootd.conf"}
+// names it uses, the tmpfiles.d lines for the exported directories, and node.env (the role, which
+// bootd-node storage reads).
+var nfsNodeFiles = []string{"/etc/exports", "/etc/fstab", "/etc/hosts", "/etc/tmpfiles.d/bootd.conf", "/etc/bootd/node.env"}
+
+// bootdNode is the base layer's node script, whose storage step makes the master's trees.
+const bootdNode = "../layers/files/base/bootd/bootd-node"
+
+// nfsDataLabel is the label bootd-node storage looks for by default.
+const nfsDataLabel = "LABDATA"
 
 // nfsTools are the host files the NFS VM is built from, with the Debian package of each.
 var nfsTools = map[string]string{
 	"/usr/sbin/rpc.nfsd": "nfs-kernel-server", "/usr/sbin/rpc.mountd": "nfs-kernel-server", "/usr/sbin/exportfs": "nfs-kernel-server",
 	"/usr/sbin/rpcbind": "rpcbind", "/sbin/mount.nfs": "nfs-common", "/etc/netconfig": "libtirpc-common", "/usr/bin/mount": "mount",
-	"/usr/sbin/ip": "iproute2", "/bin/busybox": "busybox-static",
+	"/usr/sbin/ip": "iproute2", "/bin/busybox": "busybox-static", "/usr/bin/bash": "bash", "/usr/sbin/blkid": "util-linux",
 }
 
 // TestNFSLive proves the NFS files bootd renders with the real Linux NFS server and client. The
 // build machines' kernel has no NFS, so one QEMU VM boots the Debian kernel (nfsd and the NFS
 // client are modules there) with the host's nfs-kernel-server, nfs-common and util-linux mount,
 // and plays the master and c1 as network namespaces, each seeing its own rendered /etc. The
-// master's /home and /opt/software live on an ext4 disk (an installed master), made by the
-// rendered tmpfiles.d lines, exported by exportfs -ra from the rendered /etc/exports; c1 mounts
-// them with `mount -a -t nfs` from its rendered /etc/fstab, finding "master" in its rendered
-// /etc/hosts. Then: a user's file made on c1 belongs to that user on the master, root on c1 is
-// squashed to nobody (cannot write root's trees, and what it drops in a world-writable
-// directory is nobody's), and a module file the master installs is readable on c1.
+// master's /home, /opt/software and /var/spool/slurmctld come from the base layer's real
+// `bootd-node storage` (what bootd-storage.service runs), run twice, which binds them from the
+// ext4 disk labelled LABDATA; the rendered tmpfiles.d lines are applied after it, as at boot,
+// and exportfs -ra serves the rendered /etc/exports; c1 mounts them with `mount -a -t nfs` from
+// its rendered /etc/fstab, finding "master" in its rendered /etc/hosts. Then: a user's file made
+// on c1 belongs to that user on the master, root on c1 is squashed to nobody (cannot write root's
+// trees, and what it drops in a world-writable directory is nobody's), and a module file the
+// master installs is readable on c1. Last, the master without its disk on a root like a
+// netbooted one (an overlayfs): exportfs refuses /home there, and after bootd-node storage
+// (tmpfs, with its warning) exports both trees.
 func TestNFSLive(t *testing.T) {
 	requirePrereqs(t, "qemu-system-x86_64", "ldd", "mkfs.ext4")
 	requireNFSTools(t)
@@ -55,7 +66,11 @@ func TestNFSLive(t *testing.T) {
 	r := labRenderer(t, dir)
 	master := r.Config.Master.Name
 	inv := assigned(t, r.Config, master, nfsCompute)
-	nodes := []vlab.NFSNode{nfsNode(t, r, inv, master, "/etc/exports", "/etc/tmpfiles.d/bootd.conf"), nfsNode(t, r, inv, nfsCompute, "/etc/fstab")}
+	nodes := []vlab.NFSNode{nfsNode(t, r, inv, master, "/etc/exports", "/etc/tmpfiles.d/bootd.conf", "/etc/bootd/node.env"), nfsNode(t, r, inv, nfsCompute, "/etc/fstab")}
+	script, err := os.ReadFile(bootdNode)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range nodes {
 		for _, f := range n.Files {
 			if f.Path == "/etc/exports" || f.Path == "/etc/fstab" {
@@ -69,13 +84,13 @@ func TestNFSLive(t *testing.T) {
 	release, err := vlab.BuildNFSImage(imageDir, vlab.NFSImage{
 		Nodes:    nodes,
 		Scenario: []byte(fmt.Sprintf("MASTER=%s\nCOMPUTE=%s\n%s", master, nfsCompute, nfsScenario)),
-		Files:    nfsAccounts,
+		Files:    append([]vlab.NFSFile{{Path: "/usr/libexec/bootd-node", Mode: 0o755, Data: script}}, nfsAccounts...),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	disk := filepath.Join(dir, "master-disk.img")
-	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", "master-disk", disk, "64M").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", nfsDataLabel, disk, "64M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4 %s: %v\n%s", disk, err, out)
 	}
 	built := time.Since(start)
@@ -211,6 +226,12 @@ func checkNFSConsole(t *testing.T, out string, r bootd.Renderer, inv []inventory
 // nfsChecks are the checks the scenario must report passed.
 func nfsChecks(master, compute string) []string {
 	return []string{
+		master + " storage: /home from the " + nfsDataLabel + " disk",
+		master + " storage: /opt/software from the " + nfsDataLabel + " disk",
+		master + " storage: /var/spool/slurmctld from the " + nfsDataLabel + " disk",
+		master + " storage: /var/spool/slurmctld owner and mode",
+		master + " storage: /opt/software/modules/all",
+		master + " storage: no warning",
 		master + " serving",
 		compute + " mounted /home",
 		compute + " mounted /opt/software",
@@ -225,6 +246,14 @@ func nfsChecks(master, compute string) []string {
 		master + " alice's file from " + compute + ", content",
 		master + " root's file from " + compute + ", owner",
 		master + " nothing of " + compute + "'s root in /opt/software",
+		"nodisk exportfs refuses /home on the overlay root",
+		"nodisk exportfs refuses /opt/software on the overlay root",
+		"nodisk storage: /home on tmpfs",
+		"nodisk storage: /opt/software on tmpfs",
+		"nodisk storage: warning with the command",
+		"nodisk exportfs -ra",
+		"nodisk exports /home",
+		"nodisk exports /opt/software",
 	}
 }
 
@@ -249,8 +278,9 @@ func nfsPhases(out string) string {
 		return f
 	}
 	// The first write waits out nfsd's NFSv4 grace period (10 s here).
-	return fmt.Sprintf("VM uptime: scenario start %.1fs, master serving %.1fs, %s mounted %.1fs, first write %.1fs, checks done %.1fs",
-		at(`start`), at(`ok \S+ serving`), nfsCompute, at(`ok \S+ mounted /opt/software`), at(`ok \S+ alice writes her home`), at(`done`))
+	return fmt.Sprintf("VM uptime: scenario start %.1fs, master storage %.1fs, serving %.1fs, %s mounted %.1fs, first write %.1fs, checks %.1fs, no-disk checks done %.1fs",
+		at(`start`), at(`ok \S+ storage: no warning`), at(`ok \S+ serving`), nfsCompute, at(`ok \S+ mounted /opt/software`), at(`ok \S+ alice writes her home`),
+		at(`ok \S+ nothing of`), at(`done`))
 }
 
 func nfsMarkers(out string) string {
@@ -269,20 +299,22 @@ func tailLines(s string, n int) string {
 }
 
 // nfsAccounts are the image's accounts, the same on every node as on a real cluster: root,
-// rpcbind's user (Debian's rpcbind drops to it), nobody (what root_squash maps root to) and a
-// user with a home on the master.
+// rpcbind's user (Debian's rpcbind drops to it), nobody (what root_squash maps root to), slurm
+// (the slurm layer's fixed id, owner of slurmctld's state) and a user with a home on the master.
 var nfsAccounts = []vlab.NFSFile{
 	{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\n_rpc:x:106:65534::/run/rpcbind:/bin/false\n" +
-		"nobody:x:65534:65534:nobody:/nonexistent:/bin/false\nalice:x:1000:1000:alice:/home/alice:/bin/sh\n")},
-	{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\nalice:x:1000:\n")},
+		"nobody:x:65534:65534:nobody:/nonexistent:/bin/false\nslurm:x:901:901:Slurm:/var/lib/slurm:/bin/false\n" +
+		"alice:x:1000:1000:alice:/home/alice:/bin/sh\n")},
+	{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\nslurm:x:901:\nalice:x:1000:\n")},
 }
 
 // nfsScenario is run by the NFS VM's /init with MASTER and COMPUTE set, and runs itself inside
 // the nodes: "serve" in the master's namespaces (`ip netns exec`: its own /etc), "client" in the
 // compute's, "check" back in the master's, entered through rpc.mountd's namespaces, which hold
-// the master's disk mounts. Every line it reports starts with NFSTEST and the VM's uptime.
-// Debian's busybox shell prefers its applets to programs on PATH: util-linux mount (which runs
-// /sbin/mount.nfs) and iproute2's ip (netns) are called by full path.
+// the master's disk mounts, and "nodisk" in a namespace of its own. Every line it reports starts
+// with NFSTEST and the VM's uptime. Debian's busybox shell prefers its applets to programs on
+// PATH: util-linux mount (which runs /sbin/mount.nfs) and iproute2's ip (netns) are called by
+// full path, and bootd-node runs under bash, as Rocky's /bin/sh.
 const nfsScenario = `
 up() { cut -d' ' -f1 /proc/uptime; }
 say() { echo "NFSTEST [$(up)] $*"; }
@@ -305,7 +337,7 @@ module=/opt/software/modules/all/hello/1.0.lua
 module_text='whatis("hello from the master")'
 
 # tmpfiles EXPORT...: the rendered tmpfiles.d "d" lines for the exported trees, applied as
-# systemd-tmpfiles does at boot (exportfs refuses a missing directory).
+# systemd-tmpfiles-setup.service does at boot, after bootd-storage.service.
 tmpfiles() {
 	while read -r type path mode user group rest; do
 		[ "$type" = d ] || continue
@@ -320,15 +352,34 @@ tmpfiles() {
 	done < /etc/tmpfiles.d/bootd.conf
 }
 
+# storage NAME [CHROOT]: the base layer's bootd-node storage (bootd-storage.service's step), twice
+# (the second run must mount nothing more), its lines reported; its output stays in /tmp/storage.out.
+storage() {
+	for run in 1 2; do
+		${2:+chroot "$2"} /usr/bin/bash /usr/libexec/bootd-node storage >/tmp/storage.out 2>&1
+		status=$?
+		while read -r line; do say "$1 storage (run $run): $line"; done </tmp/storage.out
+		[ "$status" = 0 ] || fatal "$1: bootd-node storage exited $status"
+	done
+}
+
+# mounted_on DIR [MOUNTS]: "source type count" of what is mounted on DIR.
+mounted_on() {
+	awk -v d="$1" '$2 == d { src = $1; type = $3; n++ } END { print src, type, n + 0 }' "${2:-/proc/self/mounts}"
+}
+
 serve() {
-	# An installed master: its trees on a disk, not in RAM.
-	mount -t ext4 /dev/vda /mnt || fatal "$MASTER: mount its disk"
-	mkdir -p /mnt/home /mnt/opt
-	mount -o bind /mnt/home /home && mount -o bind /mnt/opt /opt || fatal "$MASTER: /home and /opt from its disk"
+	# The master's data: the disk labelled LABDATA, as bootd-storage.service mounts it at boot.
+	storage "$MASTER"
+	for d in /home /opt/software /var/spool/slurmctld; do
+		expect "$MASTER storage: $d from the LABDATA disk" "/dev/vda ext4 1" "$(mounted_on "$d")"
+	done
+	expect "$MASTER storage: /var/spool/slurmctld owner and mode" "901:901 700" "$(stat -c '%u:%g %a' /var/spool/slurmctld 2>&1)"
+	if [ -d /opt/software/modules/all ]; then ok "$MASTER storage: /opt/software/modules/all"; else fail "$MASTER storage: /opt/software/modules/all: none"; fi
+	if grep -q WARNING /tmp/storage.out; then fail "$MASTER storage: no warning: it warned"; else ok "$MASTER storage: no warning"; fi
 	exports=$(awk '!/^#/ && NF { print $1 }' /etc/exports)
 	[ -n "$exports" ] || fatal "$MASTER: /etc/exports exports nothing"
 	tmpfiles $exports
-	[ -d /opt/software/modules/all ] || fatal "$MASTER: tmpfiles.d made no /opt/software/modules/all"
 
 	# What users and the admin put there.
 	mkdir /home/alice && chown 1000:1000 /home/alice && chmod 0700 /home/alice || fatal "$MASTER: alice's home"
@@ -392,6 +443,48 @@ check() {
 	exit $failed
 }
 
+# nodisk: the master without its disk, on a root like a netbooted one: an overlayfs of the VM's
+# root with its upper layer on tmpfs, chrooted into, with the master's /etc and no disk in /dev,
+# in a network namespace of its own (nfsd's export caches are per namespace). exportfs refuses
+# /home there, as on a netbooted master; bootd-node storage puts tmpfs on /home and /opt/software
+# and warns; exportfs then exports both.
+nodisk() {
+	r=/tmp/nodisk
+	mkdir -p /tmp/ovl "$r" && mount -t tmpfs tmpfs /tmp/ovl && mkdir /tmp/ovl/upper /tmp/ovl/work || fatal "nodisk: tmpfs"
+	mount -t overlay overlay -o lowerdir=/,upperdir=/tmp/ovl/upper,workdir=/tmp/ovl/work "$r" || fatal "nodisk: overlay root"
+	cp -a "/etc/netns/$MASTER"/* "$r/etc/" || fatal "nodisk: the master's /etc"
+	mknod -m 0666 "$r/dev/null" c 1 3 && mount -t proc proc "$r/proc" && mount -t nfsd nfsd "$r/proc/fs/nfsd" || fatal "nodisk: /dev/null, /proc, nfsd"
+	say "nodisk root: $(chroot "$r" cat /proc/self/mounts | grep ' / ')"
+
+	chroot "$r" /usr/sbin/exportfs -ra >/tmp/nodisk.refused 2>&1
+	while read -r line; do say "nodisk exportfs -ra before storage: $line"; done </tmp/nodisk.refused
+	for d in /home /opt/software; do
+		if grep -q "$d does not support NFS export" /tmp/nodisk.refused; then
+			ok "nodisk exportfs refuses $d on the overlay root"
+		else
+			fail "nodisk exportfs refuses $d on the overlay root: it did not"
+		fi
+	done
+
+	storage nodisk "$r"
+	chroot "$r" cat /proc/self/mounts >/tmp/nodisk.mounts
+	expect "nodisk storage: /home on tmpfs" "tmpfs tmpfs 1" "$(mounted_on /home /tmp/nodisk.mounts)"
+	expect "nodisk storage: /opt/software on tmpfs" "tmpfs tmpfs 1" "$(mounted_on /opt/software /tmp/nodisk.mounts)"
+	if grep -q "WARNING: .*mkfs.xfs -L LABDATA /dev/sdX" /tmp/storage.out; then
+		ok "nodisk storage: warning with the command"
+	else
+		fail "nodisk storage: warning with the command: none"
+	fi
+
+	if out=$(chroot "$r" /usr/sbin/exportfs -ra 2>&1) && [ -z "$out" ]; then ok "nodisk exportfs -ra"; else fail "nodisk exportfs -ra: $out"; fi
+	chroot "$r" /usr/sbin/exportfs -s >/tmp/nodisk.exports 2>&1
+	while read -r line; do say "nodisk export: $line"; done </tmp/nodisk.exports
+	for d in /home /opt/software; do
+		if grep -q "^$d " /tmp/nodisk.exports; then ok "nodisk exports $d"; else fail "nodisk exports $d: not in exportfs -s"; fi
+	done
+	exit $failed
+}
+
 main() {
 	say "start"
 	mkdir -p /home /opt/software # mount points on every node
@@ -399,6 +492,7 @@ main() {
 	mountd=$(pidof rpc.mountd) || fatal "no rpc.mountd"
 	/usr/sbin/ip netns exec "$COMPUTE" sh "$0" client || failed=1
 	nsenter -t "${mountd%% *}" -m -n sh "$0" check || failed=1
+	/usr/sbin/ip netns add nodisk && /usr/sbin/ip netns exec nodisk sh "$0" nodisk || failed=1
 	say "done"
 	exit $failed
 }
@@ -407,6 +501,7 @@ case "$1" in
 serve) serve ;;
 client) client ;;
 check) check ;;
+nodisk) nodisk ;;
 *) main ;;
 esac
 `

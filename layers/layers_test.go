@@ -6,11 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/labcluster/gpucluster/internal/spec"
 )
 
 // chroot is a minimal root: busybox as sh and the applets the scripts use, plus files.
@@ -34,7 +39,8 @@ func chroot(t *testing.T, files map[string]string) string {
 		t.Fatalf("busybox-static: %v", err)
 	}
 	write("bin/busybox", string(bb), 0o755)
-	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar"} {
+	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
+		"mkdir", "chown", "chmod", "id", "grep"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -129,5 +135,293 @@ func TestBootdNodeReport(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "http://10.80.0.1/api/v1/node/hardware") || !strings.Contains(string(b), "600-1023") {
 		t.Fatalf("curl was not asked for bootd's hardware endpoint from a privileged port:\n%s", b)
+	}
+}
+
+// withBash copies the host's bash and the libraries ldd names into root as /bin/bash: Rocky's
+// /bin/sh is bash, which runs programs from PATH, where busybox's shell would prefer its own
+// applets (mount among them) to the stand-ins below.
+func withBash(t *testing.T, root string) {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ldd", bash).Output()
+	if err != nil {
+		t.Fatalf("ldd %s: %v", bash, err)
+	}
+	files := map[string]string{"/bin/bash": bash}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasPrefix(f, "/") {
+			files[f] = f
+		}
+	}
+	for dst, src := range files {
+		real, err := filepath.EvalSymlinks(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, dst)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Stand-ins for bootd-node storage. /proc/self/mounts is a plain file of the chroot: mount
+// appends what it mounts there (and logs its arguments to /tmp/mount.log), so the script's own
+// view of what is mounted follows; it fails for a device listed in /fail-mount. blkid logs its
+// arguments and prints the devices listed in /labels/<label>; udevadm logs its arguments.
+const (
+	standinMount = `#!/bin/sh
+echo "$*" >> /tmp/mount.log
+type=bind
+while [ $# -gt 2 ]; do
+	case "$1" in -t) type=$2; shift ;; esac
+	shift
+done
+if [ -e /fail-mount ] && grep -qx "$1" /fail-mount; then echo "mount: $1: wrong fs type, bad superblock" >&2; exit 32; fi
+[ "$type" = auto ] && type=xfs
+echo "$1 $2 $type rw 0 0" >> /proc/self/mounts
+`
+	standinBlkid = `#!/bin/sh
+echo "$*" >> /tmp/blkid.log
+for a in "$@"; do
+	case "$a" in LABEL=*) [ -s "/labels/${a#LABEL=}" ] && cat "/labels/${a#LABEL=}" && exit 0 ;; esac
+done
+exit 2
+`
+	standinUdevadm = "#!/bin/sh\necho \"$*\" >> /tmp/udevadm.log\n"
+)
+
+// storageRoot is a chroot for bootd-node storage: a netbooted master (overlayfs root) unless
+// mounts says otherwise, the slurm account, and the given node.env and labelled devices.
+func storageRoot(t *testing.T, nodeEnv, mounts string, labels map[string]string) string {
+	t.Helper()
+	script, err := os.ReadFile("files/base/bootd/bootd-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"usr/libexec/bootd-node": string(script),
+		"bin/mount":              standinMount,
+		"bin/blkid":              standinBlkid,
+		"bin/udevadm":            standinUdevadm,
+		"proc/self/mounts":       mounts,
+		"dev/null":               "",
+		"tmp/.keep":              "",
+		"etc/passwd":             "root:x:0:0:root:/root:/bin/sh\nslurm:x:901:901:Slurm:/var/lib/slurm:/sbin/nologin\n",
+		"etc/group":              "root:x:0:\nslurm:x:901:\n",
+	}
+	if nodeEnv != "" {
+		files["etc/bootd/node.env"] = nodeEnv
+	}
+	for label, devs := range labels {
+		files["labels/"+label] = devs
+	}
+	root := chroot(t, files)
+	withBash(t, root)
+	return root
+}
+
+const (
+	masterEnv     = "NODE_NAME=master\nROLE=master\nNODE_ADDRESS=10.80.0.100\nMASTER=master\nBOOTD_URL=http://10.80.0.1\n"
+	netbootRoot   = "rootfs / rootfs rw 0 0\nLiveOS_rootfs / overlay rw,lowerdir=/run/rootfsbase,upperdir=/run/overlayfs/upper 0 0\nproc /proc proc rw 0 0\n"
+	installedRoot = "/dev/sda3 / xfs rw,relatime 0 0\n/dev/sda1 /boot xfs rw 0 0\n"
+)
+
+func storage(t *testing.T, root string, env ...string) (string, error) {
+	t.Helper()
+	return run(t, root, env, "/bin/bash", "/usr/libexec/bootd-node", "storage")
+}
+
+func readChroot(t *testing.T, root, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, name))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestBootdNodeStorage runs the master's storage step against stand-in blkid and mount: with a
+// disk labelled LABDATA its trees are bound from it; without one, on a netbooted root, tmpfs and
+// a warning with the command that makes one; an installed root keeps its own; a second run
+// mounts nothing more; two labelled disks or a failed mount stop it without a tmpfs in their
+// place; computes do nothing.
+func TestBootdNodeStorage(t *testing.T) {
+	diskMounts := []string{
+		"-t auto /dev/sdb1 /var/lib/labdata",
+		"--bind /var/lib/labdata/home /home",
+		"--bind /var/lib/labdata/software /opt/software",
+		"--bind /var/lib/labdata/slurmctld /var/spool/slurmctld",
+	}
+	tmpfsMounts := []string{"-t tmpfs -o mode=0755 tmpfs /home", "-t tmpfs -o mode=0755 tmpfs /opt/software"}
+	tests := []struct {
+		name, env, mounts string
+		labels            map[string]string
+		failMount         string // a device the stand-in mount fails on
+		runEnv            []string
+		fails             bool
+		wantMounts        []string // mount's arguments, in order, after the first run (the second adds none)
+		wantOut           []string // in its output
+		wantNot           []string // not in its output
+		wantBlkid         string   // in blkid's arguments; "" for not run
+	}{
+		{name: "disk labelled LABDATA", env: masterEnv, mounts: netbootRoot, labels: map[string]string{"LABDATA": "/dev/sdb1\n"},
+			wantMounts: diskMounts, wantOut: []string{"/dev/sdb1 (LABEL=LABDATA) on /var/lib/labdata", "/home is /var/lib/labdata/home"},
+			wantNot: []string{"WARNING"}, wantBlkid: "-c /dev/null -o device -t LABEL=LABDATA"},
+		{name: "no disk, netbooted root", env: masterEnv, mounts: netbootRoot,
+			wantMounts: tmpfsMounts,
+			wantOut: []string{"WARNING: no file system labelled LABDATA: /home /opt/software /var/spool/slurmctld are in RAM and LOST AT EVERY REBOOT",
+				"mkfs.xfs -L LABDATA /dev/sdX", "mkfs.ext4 -L LABDATA /dev/sdX"},
+			wantBlkid: "LABEL=LABDATA"},
+		{name: "no disk, installed root", env: masterEnv, mounts: installedRoot,
+			wantOut: []string{"/home is on xfs, kept", "/opt/software is on xfs, kept"}, wantNot: []string{"WARNING"}, wantBlkid: "LABEL=LABDATA"},
+		{name: "disk on an installed root", env: masterEnv, mounts: installedRoot, labels: map[string]string{"LABDATA": "/dev/sdb1\n"},
+			wantMounts: diskMounts, wantNot: []string{"WARNING"}, wantBlkid: "LABEL=LABDATA"},
+		{name: "label from node.env", env: masterEnv + "LABDATA_LABEL=SCRATCH\n", mounts: netbootRoot,
+			labels: map[string]string{"LABDATA": "/dev/sdc1\n", "SCRATCH": "/dev/sdb1\n"}, wantMounts: diskMounts, wantBlkid: "LABEL=SCRATCH"},
+		{name: "label from the environment", env: masterEnv + "LABDATA_LABEL=SCRATCH\n", mounts: netbootRoot, runEnv: []string{"LABDATA_LABEL=OTHER"},
+			labels: map[string]string{"SCRATCH": "/dev/sdb1\n"}, wantMounts: tmpfsMounts, wantOut: []string{"mkfs.xfs -L OTHER /dev/sdX"}, wantBlkid: "LABEL=OTHER"},
+		{name: "two disks labelled LABDATA", env: masterEnv, mounts: netbootRoot, labels: map[string]string{"LABDATA": "/dev/sdb1\n/dev/sdc1\n"},
+			fails: true, wantOut: []string{"2 file systems are labelled LABDATA (/dev/sdb1 /dev/sdc1)"}, wantBlkid: "LABEL=LABDATA"},
+		{name: "disk that does not mount", env: masterEnv, mounts: netbootRoot, failMount: "/dev/sdb1", labels: map[string]string{"LABDATA": "/dev/sdb1\n"},
+			fails: true, wantMounts: diskMounts[:1], wantOut: []string{"error: cannot mount /dev/sdb1 (LABEL=LABDATA) on /var/lib/labdata", "nothing was formatted"},
+			wantNot: []string{"tmpfs"}, wantBlkid: "LABEL=LABDATA"},
+		{name: "compute", env: "NODE_NAME=c1\nROLE=compute\n", mounts: netbootRoot, labels: map[string]string{"LABDATA": "/dev/sdb1\n"},
+			wantOut: []string{"role compute: only the master keeps /home and /opt/software, nothing to do"}},
+		{name: "no node.env", mounts: netbootRoot, fails: true, wantOut: []string{"no /etc/bootd/node.env"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := storageRoot(t, tt.env, tt.mounts, tt.labels)
+			if tt.failMount != "" {
+				if err := os.WriteFile(filepath.Join(root, "fail-mount"), []byte(tt.failMount+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := storage(t, root, tt.runEnv...)
+			if (err != nil) != tt.fails {
+				t.Fatalf("bootd-node storage: err %v, want failure %v:\n%s", err, tt.fails, out)
+			}
+			t.Logf("bootd-node storage:\n%s", out)
+			for _, w := range tt.wantOut {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(out, w) {
+					t.Errorf("output has %q", w)
+				}
+			}
+			mounts := func() []string {
+				return slices.DeleteFunc(strings.Split(readChroot(t, root, "tmp/mount.log"), "\n"), func(s string) bool { return s == "" })
+			}
+			if got := mounts(); !slices.Equal(got, tt.wantMounts) {
+				t.Errorf("mounts:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tt.wantMounts, "\n  "))
+			}
+			blkid := readChroot(t, root, "tmp/blkid.log")
+			if tt.wantBlkid == "" && blkid != "" || !strings.Contains(blkid, tt.wantBlkid) {
+				t.Errorf("blkid ran with %q, want %q", blkid, tt.wantBlkid)
+			}
+			if tt.wantBlkid != "" && !strings.Contains(readChroot(t, root, "tmp/udevadm.log"), "settle --timeout=30") {
+				t.Errorf("no bounded udevadm settle before blkid: %q", readChroot(t, root, "tmp/udevadm.log"))
+			}
+			if tt.fails {
+				return
+			}
+
+			// Idempotent: a second run mounts nothing more and says what it left.
+			again, err := storage(t, root, tt.runEnv...)
+			if err != nil {
+				t.Fatalf("second run: %v\n%s", err, again)
+			}
+			if got := mounts(); !slices.Equal(got, tt.wantMounts) {
+				t.Errorf("after a second run, mounts:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tt.wantMounts, "\n  "))
+			}
+			if len(tt.wantMounts) > 0 && !strings.Contains(again, "/home is mounted already: left as it is") {
+				t.Errorf("second run:\n%s", again)
+			}
+
+			switch {
+			case slices.Equal(tt.wantMounts, diskMounts):
+				// The disk's trees, made by the script (the disk is a directory of the chroot here).
+				for _, d := range []string{"home", "software/modules/all"} {
+					if st, err := os.Stat(filepath.Join(root, "var/lib/labdata", d)); err != nil || !st.IsDir() || st.Mode().Perm() != 0o755 {
+						t.Errorf("/var/lib/labdata/%s: %v %v, want a 0755 directory", d, st, err)
+					}
+				}
+				st, err := os.Stat(filepath.Join(root, "var/lib/labdata/slurmctld"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sys := st.Sys().(*syscall.Stat_t)
+				if got := fmt.Sprintf("%d:%d %o", sys.Uid, sys.Gid, st.Mode().Perm()); got != "901:901 700" {
+					t.Errorf("/var/lib/labdata/slurmctld is %s, want 901:901 700 (slurm's fixed id)", got)
+				}
+			case slices.Equal(tt.wantMounts, tmpfsMounts):
+				if st, err := os.Stat(filepath.Join(root, "opt/software/modules/all")); err != nil || !st.IsDir() {
+					t.Errorf("no /opt/software/modules/all on the tmpfs: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestStorageUnit checks how bootd-storage.service is placed: the master image alone enables it,
+// and it runs the script's step after the node's files and before tmpfiles.d, the NFS server
+// and slurmctld.
+func TestStorageUnit(t *testing.T) {
+	b, err := os.ReadFile("files/base/bootd/bootd-storage.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			unit[k] = append(unit[k], strings.Fields(v)...)
+		}
+	}
+	for k, want := range map[string][]string{
+		"ExecStart":       {"/usr/libexec/bootd-node", "storage"},
+		"After":           {"bootd-overlay.service", "systemd-udev-trigger.service", "local-fs.target"},
+		"Before":          {"systemd-tmpfiles-setup.service", "nfs-server.service", "slurmctld.service", "sysinit.target"},
+		"Type":            {"oneshot"},
+		"RemainAfterExit": {"yes"},
+		"WantedBy":        {"sysinit.target"},
+	} {
+		for _, w := range want {
+			if !slices.Contains(unit[k], w) {
+				t.Errorf("bootd-storage.service: %s= lacks %s (%v)", k, w, unit[k])
+			}
+		}
+	}
+	for role, wantEnabled := range map[string]bool{"master": true, "compute": false} {
+		img, err := spec.LoadImage(filepath.Join("..", "images", role+".toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := spec.Resolve(img, ".", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var enabled, installed bool
+		for _, l := range p.Layers {
+			enabled = enabled || slices.Contains(l.Services.Enable, "bootd-storage")
+			installed = installed || slices.ContainsFunc(l.Files, func(f spec.File) bool { return f.Path == "/usr/lib/systemd/system/bootd-storage.service" })
+		}
+		if enabled != wantEnabled || installed != wantEnabled {
+			t.Errorf("%s image: bootd-storage installed %v, enabled %v; want %v", role, installed, enabled, wantEnabled)
+		}
 	}
 }

@@ -25,16 +25,21 @@ import (
 
 // nfsModules are the modules the NFS VM loads, dependencies resolved from modules.dep: the NFS
 // server, the v4 and v3 clients (mount.nfs negotiates; the kernel cannot autoload them, there is
-// no modprobe in the image), veth and bridge for the nodes' network, and ext4 on a virtio disk
-// for the master's exported trees: an installed master's disk. (A netbooted master's overlayfs
-// root cannot be exported as mounted, see overlays/README.md.) ext4 finds its checksum through
-// the crypto API, not modules.dep, so crc32c_generic is listed too.
-var nfsModules = []string{"nfsd", "nfsv4", "nfsv3", "veth", "bridge", "crc32c_generic", "ext4", "virtio_blk", "virtio_pci"}
+// no modprobe in the image), veth and bridge for the nodes' network, ext4 on a virtio disk for
+// the master's data disk (labelled LABDATA, mounted by the base layer's `bootd-node storage`),
+// and overlay, to stand a netbooted master's root up again (an overlayfs, which nfsd cannot
+// export, see overlays/README.md). ext4 finds its checksum through the crypto API, not
+// modules.dep, so crc32c_generic is listed too.
+var nfsModules = []string{"nfsd", "nfsv4", "nfsv3", "veth", "bridge", "crc32c_generic", "ext4", "virtio_blk", "virtio_pci", "overlay"}
 
 // nfsPrograms maps image paths to the host programs copied there with their libraries: at the
 // paths Debian has them, mount.nfs under /sbin, where mount(8) looks for helpers. Scripts call
-// ip and mount by full path (busybox's shell prefers its own applets of the same names).
+// ip and mount by full path (busybox's shell prefers its own applets of the same names). bash
+// runs the base layer's bootd-node as Rocky's /bin/sh does, so the programs it calls come from
+// PATH: util-linux blkid and mount, then busybox's applets (mkdir, chown, sed...).
 var nfsPrograms = map[string]string{
+	"/usr/bin/bash":        "/usr/bin/bash",
+	"/usr/sbin/blkid":      "/usr/sbin/blkid",
 	"/usr/sbin/rpc.nfsd":   "/usr/sbin/rpc.nfsd",
 	"/usr/sbin/rpc.mountd": "/usr/sbin/rpc.mountd",
 	"/usr/sbin/exportfs":   "/usr/sbin/exportfs",
@@ -160,7 +165,7 @@ func nfsEntries(release string, img NFSImage) ([]cpioEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withParents(entries, "proc", "sys", "tmp", "run", "sbin", "usr/bin", "usr/sbin", "var/lib/nfs", "mnt"), nil
+	return withParents(entries, "proc", "sys", "tmp", "run", "sbin", "usr/bin", "usr/sbin", "var/lib/nfs"), nil
 }
 
 // resolveModules returns the module files of names and their dependencies in load order,
