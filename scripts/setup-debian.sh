@@ -20,11 +20,31 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+updated=
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  updated=1
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The real dracut (059) for TestRealDracutLiveRoot: only downloaded into a cache, never installed
+# (installing dracut would replace initramfs-tools). The test unpacks these .debs into a private
+# tree and runs dracut chrooted into an overlay of it on the host's /usr (internal/vlab/dracut.go).
+dracut_debs=/var/cache/labcluster/debs
+dracut_packages=(dracut-core dracut-live dracut-network isc-dhcp-client iputils-arping)
+mkdir -p "$dracut_debs"
+fetch=()
+for p in "${dracut_packages[@]}"; do
+  compgen -G "$dracut_debs/${p}_*.deb" >/dev/null || fetch+=("$p")
+done
+if ((${#fetch[@]})); then
+  echo "setup: downloading ${fetch[*]} into $dracut_debs (not installed)"
+  [[ -n "$updated" ]] || apt-get update -qq
+  # apt fetches as _apt when that user can write the directory.
+  chown _apt "$dracut_debs" 2>/dev/null || true
+  (cd "$dracut_debs" && apt-get download -qq "${fetch[@]}")
 fi
 
 # Debian's dnsmasq package starts a system-wide instance; the tests run their own in namespaces.
