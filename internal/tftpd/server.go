@@ -91,11 +91,15 @@ func (s *Server) ServeConn(ctx context.Context, conn *net.UDPConn) error {
 	ts.SetTimeout(timeout)
 	ts.SetRetries(retries)
 	ts.SetBlockSize(maxBlockSize)
+	// No clamping to the interface MTU: maxBlockSize already fits a 1500-byte link, and the clamp
+	// costs pin/tftp a net.InterfaceByIndex (a netlink dump of every link) per request, in its
+	// one receive loop: with many links (a bridge with a port per PC) that serialises a storm.
+	ts.SetBlockSizeNegotiation(false)
 	ts.SetHook(hook{s.log})
 	s.log.WithField("addr", conn.LocalAddr().String()).Info("tftp listening")
 
 	done := make(chan error, 1)
-	go func() { done <- ts.Serve(conn) }()
+	go func() { done <- ts.Serve(plainConn{conn}) }()
 	select {
 	case <-ctx.Done():
 		ts.Shutdown() // closes conn, waits for running transfers
@@ -106,6 +110,13 @@ func (s *Server) ServeConn(ctx context.Context, conn *net.UDPConn) error {
 		return fmt.Errorf("tftp serve: %w", err)
 	}
 }
+
+// plainConn hides the *net.UDPConn from pin/tftp, which would otherwise ask for each packet's
+// destination and interface (IP_PKTINFO) only to look the interface up by index (see above).
+// Without them a transfer's socket is bound to the wildcard address, and the kernel picks the
+// source address as it routes the reply; bootd serves one subnet on one interface, so that is the
+// address the request came to.
+type plainConn struct{ net.PacketConn }
 
 // Addr returns the bound address once Serve has bound it, nil before; with
 // port 0 it tells tests where to send.
