@@ -345,6 +345,12 @@ func dhcpGarbage(ctx context.Context, t *testing.T, b *vlab.Bootd, seg *segClien
 	start := time.Now()
 	a, err := seg.dora(ctx, seqMAC(0x6a, 2))
 	if err != nil {
+		lg, _ := os.ReadFile(b.Proc.LogPath)
+		for _, l := range strings.Split(string(lg), "\n") {
+			if strings.Contains(l, "02:6a:00:00:00:02") || strings.Contains(l, "level=warn") || strings.Contains(l, "level=error") {
+				t.Log("bootd log: " + l)
+			}
+		}
 		t.Fatalf("a good client after the garbage: %v", err)
 	}
 	t.Logf("a good client's DORA right after: %s in %s", a, time.Since(start).Round(time.Millisecond))

@@ -46,15 +46,12 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 	s.mu.Lock()
 	now := s.now()
 	expires := now.Add(pool.LeaseTime)
-	if !bind {
-		expires = now.Add(pool.offerHold()) // an offer; the REQUEST's bind gives the full lease
-	}
 	// A lease keeps its address even past expiry (stable for the machine): allocation prunes expired
 	// leases whenever it hands out their address, so a lease still listed is still this MAC's own.
 	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 && pool.Contains(s.data.Leases[i].Address) {
 		allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
-		if !bind && s.data.Leases[i].Expires.After(expires) {
-			expires = s.data.Leases[i].Expires // a DISCOVER never shortens a bound lease
+		if bind {
+			delete(s.offered, mac)
 		}
 		l, g := s.renew(i, expires, pool.LeaseTime)
 		s.mu.Unlock()
@@ -79,7 +76,12 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 		return Lease{}, false, false, err
 	}
 	l = Lease{MAC: mac, Address: addr, Expires: expires}
-	s.data.Leases = append(s.prunedFor(mac, now), l)
+	s.data.Leases = append(s.prunedFor(mac, addr, now), l)
+	if bind {
+		delete(s.offered, mac)
+	} else {
+		s.offered[mac] = now
+	}
 	g := s.bump()
 	s.leaseGen[mac] = g
 	s.mu.Unlock()
@@ -125,6 +127,7 @@ func (s *Store) undoAllocation(l Lease, g uint64) bool {
 	if s.leaseGen[l.MAC] == g {
 		delete(s.leaseGen, l.MAC)
 	}
+	delete(s.offered, l.MAC)
 	return true
 }
 
@@ -136,14 +139,16 @@ func (s *Store) undoAllocation(l Lease, g uint64) bool {
 func (s *Store) renew(i int, expires time.Time, leaseTime time.Duration) (Lease, uint64) {
 	l := &s.data.Leases[i]
 	l.Expires = expires
-	if s.now().Sub(s.persisted) >= leaseTime/2 {
-		return *l, s.bump()
-	}
 	if g, ok := s.leaseGen[l.MAC]; ok {
 		if g > s.durable {
+			// The allocation's write is pending: it carries this lease with an expiry at most
+			// moments older, which keeps the rule above.
 			return *l, g
 		}
 		delete(s.leaseGen, l.MAC)
+	}
+	if s.now().Sub(s.persisted) >= leaseTime/2 {
+		return *l, s.bump()
 	}
 	return *l, 0
 }
@@ -180,7 +185,7 @@ func (s *Store) freeAddress(pool Pool, now time.Time, prefer func(netip.Addr) bo
 func (s *Store) freeAddresses(pool Pool, now time.Time, n int) []netip.Addr {
 	used := map[netip.Addr]bool{}
 	for _, l := range s.data.Leases {
-		if l.Expires.After(now) {
+		if l.Expires.After(now) && !s.lapsedOffer(l, pool, now) {
 			used[l.Address] = true
 		}
 	}
@@ -204,12 +209,24 @@ func (s *Store) FreeAddresses(pool Pool, n int) []netip.Addr {
 	return s.freeAddresses(pool, s.now(), n)
 }
 
-// prunedFor returns the leases without expired ones and without mac's old one (a copy: the old
-// slice stays intact for rollback).
-func (s *Store) prunedFor(mac string, now time.Time) []Lease {
+// prunedFor returns the leases without expired ones, without mac's old one and without a lapsed
+// offer of addr, which mac is about to get (a copy: the old slice stays intact for rollback).
+func (s *Store) prunedFor(mac string, addr netip.Addr, now time.Time) []Lease {
 	return slices.DeleteFunc(slices.Clone(s.data.Leases), func(l Lease) bool {
-		return !l.Expires.After(now) || (l.MAC == mac && !l.Declined)
+		gone := !l.Expires.After(now) || (l.MAC == mac && !l.Declined) || (l.Address == addr && !l.Declined)
+		if gone && l.MAC != mac {
+			delete(s.offered, l.MAC)
+		}
+		return gone
 	})
+}
+
+// lapsedOffer reports whether l is an offer its client never REQUESTed within the pool's offer
+// hold: its address is free again. Which leases are offers is known in memory only; after a
+// restart every lease counts as bound.
+func (s *Store) lapsedOffer(l Lease, pool Pool, now time.Time) bool {
+	t, ok := s.offered[l.MAC]
+	return ok && !l.Declined && now.Sub(t) >= pool.offerHold()
 }
 
 // Contains reports whether a lies in the pool.
@@ -228,6 +245,7 @@ func (s *Store) ReleaseLease(mac string, declined bool, leaseTime time.Duration)
 		return fmt.Errorf("lease of %s: %w", mac, ErrNotFound)
 	}
 	s.data.Leases = slices.Clone(s.data.Leases)
+	delete(s.offered, mac)
 	if declined {
 		s.data.Leases[i] = Lease{Address: s.data.Leases[i].Address, Declined: true, Expires: s.now().Add(declineHold * leaseTime)}
 	} else {
@@ -268,6 +286,7 @@ func (s *Store) hold(mac string, addr netip.Addr, leaseTime time.Duration) uint6
 	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(l Lease) bool {
 		return l.Address == addr && (l.Declined || l.MAC == mac)
 	})
+	delete(s.offered, mac)
 	s.data.Leases = append(s.data.Leases, Lease{Address: addr, Declined: true, Expires: s.now().Add(declineHold * leaseTime)})
 	return s.bump()
 }

@@ -89,9 +89,9 @@ func TestPoolNeverHandsOutANodeAddress(t *testing.T) {
 	}
 }
 
-// An offer (unbound) holds its address for OfferHold only; the REQUEST (bound) gives the full
-// lease, which a later DISCOVER does not shorten. So DISCOVERs that never REQUEST free the pool
-// after OfferHold.
+// An offer (unbound) holds its address for OfferHold only, then another MAC may take it; the
+// REQUEST (bound) keeps it for the lease time, with no write of its own. So DISCOVERs that never
+// REQUEST free the pool after OfferHold.
 func TestOfferHold(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
 	if err != nil {
@@ -100,7 +100,7 @@ func TestOfferHold(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	s.now = func() time.Time { return now }
 	pool := Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.11"), LeaseTime: 2 * time.Minute, OfferHold: 10 * time.Second}
-	offer := func(mac string, bind bool) (Lease, error) {
+	lookup := func(mac string, bind bool) (Lease, error) {
 		l, _, _, err := s.DiscoveryLeaseFrom(mac, pool, nil, bind)
 		if err == nil {
 			err = s.commit(s.gen) // the background write, made deterministic
@@ -113,27 +113,32 @@ func TestOfferHold(t *testing.T) {
 		bind    bool
 		advance time.Duration
 		want    string // address, or "exhausted"
-		expires time.Duration
 	}{
-		{"flooder 1 is offered", "02:00:00:00:00:01", false, 0, "10.80.0.10", 10 * time.Second},
-		{"flooder 2 is offered", "02:00:00:00:00:02", false, 0, "10.80.0.11", 10 * time.Second},
-		{"a real client finds the pool taken", "52:54:00:00:00:01", false, 0, "exhausted", 0},
-		{"after the offer hold it gets an address", "52:54:00:00:00:01", false, 11 * time.Second, "10.80.0.10", 10 * time.Second},
-		{"its REQUEST binds the full lease", "52:54:00:00:00:01", true, time.Second, "10.80.0.10", 2 * time.Minute},
-		{"a later DISCOVER keeps the full lease", "52:54:00:00:00:01", false, time.Second, "10.80.0.10", 2*time.Minute - time.Second},
+		{"flooder 1 is offered", "02:00:00:00:00:01", false, 0, "10.80.0.10"},
+		{"flooder 2 is offered", "02:00:00:00:00:02", false, 0, "10.80.0.11"},
+		{"a real client finds the pool taken", "52:54:00:00:00:01", false, 5 * time.Second, "exhausted"},
+		{"after the offer hold it gets a lapsed offer's address", "52:54:00:00:00:01", false, 6 * time.Second, "10.80.0.10"},
+		{"its REQUEST binds it", "52:54:00:00:00:01", true, time.Second, "10.80.0.10"},
+		{"flooder 1, back, takes flooder 2's lapsed offer", "02:00:00:00:00:01", false, 0, "10.80.0.11"},
+		{"flooder 2, back, finds nothing free", "02:00:00:00:00:02", false, 0, "exhausted"},
+		{"a bound lease does not lapse", "52:54:00:00:00:02", false, time.Minute, "10.80.0.11"},
+		{"the bound client keeps its address", "52:54:00:00:00:01", false, 0, "10.80.0.10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now = now.Add(tc.advance)
-			l, err := offer(tc.mac, tc.bind)
+			l, err := lookup(tc.mac, tc.bind)
 			if tc.want == "exhausted" {
 				if !errors.Is(err, ErrPoolExhausted) {
 					t.Fatalf("got %v, %v; want the pool exhausted", l, err)
 				}
 				return
 			}
-			if err != nil || l.Address.String() != tc.want || l.Expires.Sub(now) != tc.expires {
-				t.Fatalf("got %s expiring in %s (%v); want %s in %s", l.Address, l.Expires.Sub(now), err, tc.want, tc.expires)
+			if err != nil || l.Address.String() != tc.want || l.Expires.Sub(now) != pool.LeaseTime {
+				t.Fatalf("got %s expiring in %s (%v); want %s for the lease time", l.Address, l.Expires.Sub(now), err, tc.want)
 			}
 		})
+	}
+	if n := len(s.offered); n > 2 {
+		t.Fatalf("%d offers remembered, want at most the two flooders'", n)
 	}
 }

@@ -61,10 +61,11 @@ type Store struct {
 	now       func() time.Time
 	persisted time.Time // when the file was last written
 
-	gen      uint64            // generation of the in-memory state: bumped by each group-committed change
-	durable  uint64            // the newest generation known to be on disk
-	flushing *flush            // the group write in flight, if any
-	leaseGen map[string]uint64 // MAC -> generation of its newest lease allocation, while not yet durable
+	gen      uint64               // generation of the in-memory state: bumped by each group-committed change
+	durable  uint64               // the newest generation known to be on disk
+	flushing *flush               // the group write in flight, if any
+	leaseGen map[string]uint64    // MAC -> generation of its newest lease allocation, while not yet durable
+	offered  map[string]time.Time // MAC -> when its lease was allocated by an OFFER not yet REQUESTed
 }
 
 // flush is one group write: it covers every generation up to upTo.
@@ -79,7 +80,7 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}
-	s := &Store{path: path, now: time.Now, data: snapshot{Format: formatVersion}, leaseGen: map[string]uint64{}}
+	s := &Store{path: path, now: time.Now, data: snapshot{Format: formatVersion}, leaseGen: map[string]uint64{}, offered: map[string]time.Time{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil

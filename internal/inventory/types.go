@@ -86,8 +86,9 @@ type Pool struct {
 	Start, End netip.Addr
 	LeaseTime  time.Duration
 	// OfferHold is how long an address offered but not yet requested stays taken (0 or more than
-	// LeaseTime: LeaseTime). Short, so a flood of DISCOVERs that never REQUEST (random MACs) ties
-	// up the pool only that long; a real client REQUESTs within seconds of its OFFER.
+	// LeaseTime: LeaseTime); the lease is written with the full lease time all the same, so the
+	// REQUEST needs no write of its own. Short, so a flood of DISCOVERs that never REQUEST (random
+	// MACs) ties up the pool only that long; a real client REQUESTs within seconds of its OFFER.
 	OfferHold time.Duration
 }
 
