@@ -56,7 +56,8 @@ $bb poweroff -f
 // root=live:http://..., rd.live.image, rd.live.overlay.overlayfs=1, rd.bootd.sha256=). An HTTP
 // file server in the lab serves a tiny squashfs root. With the right hash, livenet downloads
 // it, bootd-verify accepts it, dmsquash-live mounts it under an overlay and dracut switches
-// root into it; with a wrong hash bootd-verify refuses it and the root's init never runs.
+// root into it; with a wrong hash bootd-verify refuses it, the root's init never runs, and the
+// node stops at once (no rd.retry wait) without offering a shell.
 func TestRealDracutLiveRoot(t *testing.T) {
 	requirePrereqs(t, "qemu-system-x86_64", "ip", "mksquashfs", "dpkg-deb", "unshare", "chroot", "cpio", "gzip")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -97,19 +98,23 @@ func TestRealDracutLiveRoot(t *testing.T) {
 	lab := newLab(ctx, t, "dracut", dracutLabAddr)
 	srv := serveLab(ctx, t, lab, dracutServer+":80", www)
 
-	// bootd's kernel command line for a node with a live root (internal/httpd targetArgs), plus
-	// what keeps a failing boot short: rd.retry=10 (dracut's default of 180 s would have the
-	// refused boot wait three minutes before giving up), rd.shell=0 (no emergency shell on the
-	// console), panic=-1 (dracut's init exiting panics the kernel: reboot, and -no-reboot ends
-	// QEMU).
+	// bootd's kernel command line for a node with a live root (internal/httpd targetArgs; its
+	// dracut arguments are checked against the golden file below), plus panic=-1 in the image
+	// arguments' place. This initramfs has no systemd, so dracut's script init is PID 1 and a
+	// refused image stops the node the way bootd-verify does it there: init exits and the
+	// kernel panics. panic=-1 makes the kernel reboot at once, which -no-reboot turns into
+	// QEMU exiting; without it the VM would sit at the panic, stopped but running.
+	bootdArgs := []string{"rd.shell=0", "rd.emergency=halt", "rd.live.image", "rd.live.overlay.overlayfs=1"}
+	checkBootdRenders(t, bootdArgs)
 	cmdline := func(hash string) string {
 		return strings.Join([]string{
 			fmt.Sprintf("ip=%s::%s:255.255.255.0:node1::none", dracutNodeIP, dracutServer),
 			"BOOTIF=01-" + strings.ReplaceAll(dracutMAC, ":", "-"),
 			"bootd=http://" + dracutServer,
+			"rd.shell=0", "rd.emergency=halt",
 			"root=live:http://" + dracutServer + dracutImage, "rd.live.image", "rd.live.overlay.overlayfs=1",
 			"rd.bootd.sha256=" + hash,
-			"rd.retry=10", "rd.shell=0", "panic=-1",
+			"panic=-1",
 		}, " ")
 	}
 	boot := func(t *testing.T, name, hash string) *vlab.VM {
@@ -172,20 +177,40 @@ func TestRealDracutLiveRoot(t *testing.T) {
 		if _, err := vm.WaitConsole(bctx, regexp.MustCompile(`dracut: FATAL: bootd: refusing a root image`)); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("refused %s after power on", time.Since(vm.Started).Round(time.Millisecond))
+		refused := time.Since(vm.Started)
 		warn := vm.ConsoleLines("bootd: root image ")
 		if len(warn) == 0 || !strings.Contains(warn[0], "has sha256 "+sum+", want "+want) {
 			t.Errorf("bootd-verify's warning: %q, want the image's sha256 %s and the expected %s", warn, sum, want)
 		}
-		// dracut gives up after rd.retry; its init exits and the kernel panics (panic=-1
-		// reboots, -no-reboot ends QEMU). Nothing may reach the live root meanwhile.
+		// The refusal stops the node at once: bootd-verify has init give up (rd.emergency=halt:
+		// no halt without systemd, so init exits), the kernel panics (panic=-1: reboot,
+		// -no-reboot ends QEMU). Without that, dracut waited rd.retry (180 s) for a root and
+		// then opened its emergency shell. The bound leaves TCG room and stays far below.
 		wctx, wcancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer wcancel()
 		if err := vm.Wait(wctx); err != nil {
 			t.Errorf("the refused boot did not end: %v", err)
 		}
-		t.Logf("VM ended %s after power on", time.Since(vm.Started).Round(time.Millisecond))
-		for _, never := range []string{dracutLiveMarker, "dracut: Switching root", "bootd: root image sha256 ok", "Mounted root filesystem"} {
+		ended := time.Since(vm.Started)
+		t.Logf("refused %s after power on; VM ended %s after power on, %s after the refusal",
+			refused.Round(time.Millisecond), ended.Round(time.Millisecond), (ended - refused).Round(time.Millisecond))
+		if d := ended - refused; d > 60*time.Second {
+			t.Errorf("the VM ended %s after the refusal, want at once (under 60 s)", d.Round(time.Millisecond))
+		}
+		for _, want := range []string{
+			"bootd: root image refused: stopping the node (halt), no shell",
+			"bootd: init gives up",
+			"Kernel panic - not syncing: Attempted to kill init",
+		} {
+			if len(vm.ConsoleLines(want)) == 0 {
+				t.Errorf("console has no %q", want)
+			}
+		}
+		t.Logf("console:\n%s\n%s", strings.Join(vm.ConsoleLines("bootd"), "\n"), strings.Join(vm.ConsoleLines("Kernel panic"), "\n"))
+		// Nothing may reach the live root, and no shell may be offered: dracut's emergency
+		// shell (its banner and prompt), the rd.retry timeout, init's EXIT trap.
+		for _, never := range []string{dracutLiveMarker, "dracut: Switching root", "bootd: root image sha256 ok", "Mounted root filesystem",
+			"Dropping to debug shell", "Entering emergency mode", "dracut:/#", "Could not boot", "Signal caught", "rdsosreport"} {
 			if l := vm.ConsoleLines(never); len(l) > 0 {
 				t.Errorf("a refused image went on to %q: %q", never, l)
 			}
@@ -193,10 +218,29 @@ func TestRealDracutLiveRoot(t *testing.T) {
 		if got := srv.count(dracutImage) - before; got < 1 {
 			t.Errorf("the HTTP server served %s %d times during the boot, want at least once (the refusal must follow a download)", dracutImage, got)
 		}
-		if l := vm.ConsoleLines("dracut Warning: Could not boot"); len(l) > 0 {
-			t.Logf("console: %s", l[0])
-		}
 	})
+}
+
+// checkBootdRenders fails unless each of args is on the kernel command line of bootd's golden
+// boot script for a node with a live root (internal/httpd/testdata/target.ipxe): the command
+// line the VMs here boot with is bootd's.
+func checkBootdRenders(t *testing.T, args []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "internal", "httpd", "testdata", "target.ipxe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kernel string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "kernel ") {
+			kernel = " " + line + " "
+		}
+	}
+	for _, a := range append(args, "root=live:", "rd.bootd.sha256=") {
+		if !strings.Contains(kernel, " "+a) {
+			t.Errorf("bootd's kernel command line (target.ipxe) has no %s: %s", a, strings.TrimSpace(kernel))
+		}
+	}
 }
 
 // checkDracutInitramfs checks that bootd-verify's wrapper took dmsquash-live-root's place in the

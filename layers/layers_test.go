@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/labcluster/gpucluster/internal/spec"
 )
@@ -40,7 +41,7 @@ func chroot(t *testing.T, files map[string]string) string {
 	}
 	write("bin/busybox", string(bb), 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
-		"mkdir", "chown", "chmod", "id", "grep"} {
+		"mkdir", "chown", "chmod", "id", "grep", "mv"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -59,6 +60,38 @@ func run(t *testing.T, root string, env []string, args ...string) (string, error
 	return string(out), err
 }
 
+// verifyLib is the dracut-lib.sh stand-in for bootd-verify-root.sh: getarg answers
+// rd.bootd.sha256= from WANT and rd.emergency from EMERGENCY (nothing, and false, when empty),
+// and die does what dracut 059's does without rd.shell: the FATAL line, /run/initramfs/.die,
+// exit 1 (with systemd in the initramfs it also halts: it records that in /tmp/systemctl).
+const verifyLib = `getarg() {
+	case "$1" in rd.bootd.sha256=) v=$WANT ;; rd.emergency) v=$EMERGENCY ;; *) v= ;; esac
+	[ -n "$v" ] && echo "$v"
+}
+warn() { echo "WARN $*"; }
+info() { echo "INFO $*"; }
+die() {
+	echo "dracut: FATAL: $*"
+	mkdir -p /run/initramfs && : > /run/initramfs/.die
+	[ -n "$DRACUT_SYSTEMD" ] && echo "--no-block --force halt" > /tmp/systemctl
+	exit 1
+}
+`
+
+// initLoop is the part of dracut 059's script init (modules.d/99base/init.sh) that runs the
+// initqueue: with its EXIT trap (the emergency shell) set, it sources the queued jobs in its
+// own shell. Here it makes one pass and reports what it would do next.
+const initLoop = `. /lib/dracut-lib.sh
+hookdir=/lib/dracut/hooks
+trap 'echo EMERGENCY-SHELL' 0
+for job in "$hookdir"/initqueue/*.sh; do
+	[ -e "$job" ] || break
+	job=$job . "$job"
+done
+trap - 0
+echo INIT-WAITS-FOR-ROOT
+`
+
 func TestVerifyRoot(t *testing.T) {
 	script, err := os.ReadFile("files/base/dracut/99bootd-verify/bootd-verify-root.sh")
 	if err != nil {
@@ -67,32 +100,105 @@ func TestVerifyRoot(t *testing.T) {
 	image := "squashfs bytes"
 	sum := sha256.Sum256([]byte(image))
 	good := hex.EncodeToString(sum[:])
+	other := strings.Repeat("0", 64)
+	mismatch := "root image /tmp/rootfs.img has sha256 " + good + ", want " + other
 	tests := []struct {
-		name, want string
-		mounted    bool
+		name, want, image, env string
+		mounted                bool
+		why                    string // the refusal's warning
 	}{
-		{"matching hash", good, true},
-		{"other hash", strings.Repeat("0", 64), false},
-		{"no hash on the command line", "", true}, // older bootd or a hand-made boot: dracut's behaviour
+		{name: "matching hash", want: good, image: "/tmp/rootfs.img", mounted: true},
+		{name: "other hash", want: other, image: "/tmp/rootfs.img", why: mismatch},
+		{name: "other hash, rd.emergency=poweroff", want: other, image: "/tmp/rootfs.img", env: "EMERGENCY=poweroff", why: mismatch},
+		{name: "other hash, systemd in the initramfs", want: other, image: "/tmp/rootfs.img", env: "DRACUT_SYSTEMD=1", why: mismatch},
+		{name: "download cannot be read", want: good, image: "/tmp/missing.img", why: "cannot read the root image /tmp/missing.img"},
+		{name: "download is a directory", want: good, image: "/tmp", why: "cannot read the root image /tmp"},
+		{name: "no hash on the command line", want: "", image: "/tmp/rootfs.img", mounted: true}, // a hand-made boot: dracut's behaviour
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := chroot(t, map[string]string{
 				"sbin/dmsquash-live-root":           string(script),
 				"sbin/dmsquash-live-root.unchecked": "#!/bin/sh\necho MOUNTED \"$1\"\n",
-				// dracut-lib.sh stand-in: getarg answers from WANT, die exits like dracut's.
-				"lib/dracut-lib.sh": "getarg() { echo \"$WANT\"; }\nwarn() { echo \"WARN $*\"; }\ninfo() { echo \"INFO $*\"; }\ndie() { echo \"DIE $*\"; exit 1; }\n",
-				"tmp/rootfs.img":    image,
+				"lib/dracut-lib.sh":                 verifyLib,
+				"lib/dracut/hooks/initqueue/.keep":  "",
+				"dev/null":                          "", // a plain file will do for the redirections
+				"tmp/rootfs.img":                    image,
+				"init-loop":                         initLoop,
+				// what rd.emergency may ask for: none of them in dracut's script initramfs
+				"bin/poweroff": "#!/bin/sh\necho POWEROFF\n",
 			})
-			out, err := run(t, root, []string{"WANT=" + tt.want}, "/bin/sh", "/sbin/dmsquash-live-root", "/tmp/rootfs.img")
-			if got := strings.Contains(out, "MOUNTED /tmp/rootfs.img"); got != tt.mounted || (err != nil) == tt.mounted {
+			env := []string{"WANT=" + tt.want}
+			if tt.env != "" {
+				env = append(env, tt.env)
+			}
+			start := time.Now()
+			out, err := run(t, root, env, "/bin/sh", "/sbin/dmsquash-live-root", tt.image)
+			if got := strings.Contains(out, "MOUNTED "+tt.image); got != tt.mounted || (err != nil) == tt.mounted {
 				t.Fatalf("mounted %v (err %v), want %v:\n%s", got, err, tt.mounted, out)
 			}
-			if !tt.mounted && !strings.Contains(out, "has sha256 "+good) {
-				t.Fatalf("the refusal does not name the image's hash:\n%s", out)
+			job := filepath.Join(root, "lib/dracut/hooks/initqueue/bootd-refused.sh")
+			_, jerr := os.Stat(job)
+			if tt.mounted {
+				if jerr == nil || exists(root, "run/initramfs/.die") {
+					t.Fatalf("an accepted image stops the boot:\n%s", out)
+				}
+				return
 			}
+			if !strings.Contains(out, "WARN bootd: "+tt.why) {
+				t.Errorf("the refusal does not say why (%q):\n%s", tt.why, out)
+			}
+			if !strings.Contains(out, "dracut: FATAL: bootd: refusing a root image that is not the one bootd verified") {
+				t.Errorf("no FATAL line from die:\n%s", out)
+			}
+			if !exists(root, "run/initramfs/.die") {
+				t.Errorf("the refusal did not go through dracut's die (no /run/initramfs/.die):\n%s", out)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the refusal took %s", d)
+			}
+			if strings.Contains(tt.env, "DRACUT_SYSTEMD") {
+				// die halts the machine itself; nothing is queued for dracut-initqueue.
+				if jerr == nil {
+					t.Errorf("a job was queued with systemd in the initramfs")
+				}
+				if b, _ := os.ReadFile(filepath.Join(root, "tmp/systemctl")); !strings.Contains(string(b), "halt") {
+					t.Errorf("die did not halt the machine with systemd in the initramfs")
+				}
+				return
+			}
+			if jerr != nil || !exists(root, "lib/dracut/hooks/initqueue/work") {
+				t.Fatalf("no job queued for dracut's init (%v):\n%s", jerr, out)
+			}
+			// dracut's init sources the job in its own shell: it must give up at once (exit:
+			// the kernel panics) after trying rd.emergency, never reach its emergency shell and
+			// never go back to waiting for a root.
+			out, err = run(t, root, env, "/bin/sh", "/init-loop")
+			if err == nil || strings.Contains(out, "EMERGENCY-SHELL") || strings.Contains(out, "INIT-WAITS-FOR-ROOT") {
+				t.Fatalf("init did not give up (err %v):\n%s", err, out)
+			}
+			act := "halt"
+			if tt.env == "EMERGENCY=poweroff" {
+				act = "poweroff"
+				if !strings.Contains(out, "POWEROFF") {
+					t.Errorf("rd.emergency=poweroff: init did not run poweroff:\n%s", out)
+				}
+			}
+			if !strings.Contains(out, "WARN bootd: root image refused: stopping the node ("+act+"), no shell") ||
+				!strings.Contains(out, "WARN bootd: init gives up") {
+				t.Errorf("init's job does not say what it does:\n%s", out)
+			}
+			if exists(root, "lib/dracut/hooks/initqueue/bootd-refused.sh") {
+				t.Errorf("the job stays queued")
+			}
+			t.Logf("init:\n%s", out)
 		})
 	}
+}
+
+func exists(root, path string) bool {
+	_, err := os.Stat(filepath.Join(root, path))
+	return err == nil
 }
 
 func TestBootdNodeReport(t *testing.T) {

@@ -79,9 +79,10 @@ type targetView struct {
 }
 
 // targetArgs is the kernel command line: initrd names, dracut's static ip= and BOOTIF=, where
-// bootd is, then the image's own arguments.
+// bootd is, what dracut does when the boot fails, then the image's own arguments (last, so an
+// image built for debugging can ask for rd.shell again).
 func (s *Server) targetArgs(t Target) string {
-	args := make([]string, 0, len(t.Initrds)+4)
+	args := make([]string, 0, len(t.Initrds)+10)
 	for _, name := range t.Initrds {
 		args = append(args, "initrd="+name)
 	}
@@ -92,10 +93,19 @@ func (s *Server) targetArgs(t Target) string {
 	args = append(args,
 		fmt.Sprintf("ip=%s::%s:%s:%s::none", t.Address, gw, s.opts.Netmask, t.Name),
 		"BOOTIF=01-"+strings.ReplaceAll(t.MAC.String(), ":", "-"),
-		"bootd="+s.opts.BaseURL)
+		"bootd="+s.opts.BaseURL,
+		// A boot that fails in the initramfs (a root image bootd-verify refused, a root that
+		// never came) stops the node: no root shell for whoever stands at its console
+		// (rd.shell=0), and halt (rd.emergency=halt, dracut's choice with rd.shell=0, said
+		// aloud): the machine stays on with the reason on its screen until someone looks. Not
+		// reboot: a refused node would fetch and refuse the same image in a loop; not poweroff:
+		// the reason would go dark with the screen, and dracut's die (which a refusal goes
+		// through) halts under systemd whatever rd.emergency says.
+		"rd.shell=0", "rd.emergency=halt")
 	if t.Rootfs != "" {
 		// dracut's live root: the initramfs fetches the squashfs over HTTP into RAM (kept
 		// compressed), checks it against the manifest's hash, and mounts it under a tmpfs overlay.
+		// targetView refuses a root image without a hash: bootd-verify boots one unchecked.
 		args = append(args, "root=live:"+s.imageURL(t, t.Rootfs), "rd.live.image", "rd.live.overlay.overlayfs=1",
 			"rd.bootd.sha256="+t.RootfsSHA256)
 	}
@@ -106,6 +116,10 @@ func (s *Server) targetArgs(t Target) string {
 }
 
 func (s *Server) targetView(t Target) (targetView, error) {
+	// Without rd.bootd.sha256= the node's bootd-verify would boot any root image unchecked.
+	if t.Rootfs != "" && !isSHA256Hex(t.RootfsSHA256) {
+		return targetView{}, fmt.Errorf("image %s/%s: root image %s has no sha256 to check it against (%q)", t.Image, t.Version, t.Rootfs, t.RootfsSHA256)
+	}
 	v := targetView{Target: t, Args: s.targetArgs(t), KernelURL: s.imageURL(t, t.Kernel)}
 	for _, f := range t.Initrds {
 		v.InitrdURLs = append(v.InitrdURLs, s.imageURL(t, f))
@@ -159,4 +173,17 @@ func printable(s string, limit int) string {
 		return "-"
 	}
 	return b.String()
+}
+
+// isSHA256Hex reports whether s is a sha256 as manifests write it: 64 lowercase hex digits.
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

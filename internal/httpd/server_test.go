@@ -227,6 +227,52 @@ func TestUnsafeImageRefused(t *testing.T) {
 	}
 }
 
+// TestRootImageWithoutHashRefused: bootd never renders a live root without rd.bootd.sha256=,
+// which the node's bootd-verify would boot unchecked.
+func TestRootImageWithoutHashRefused(t *testing.T) {
+	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0")}, nil, nil, nil, logrus.New())
+	tgt := (&fakeMachines{}).target()
+	for _, sum := range []string{"", "abc", strings.Repeat("AB", 32), strings.Repeat("ab", 32) + " rd.shell=1"} {
+		t.Run(fmt.Sprintf("%q", sum), func(t *testing.T) {
+			tgt.RootfsSHA256 = sum
+			if _, err := s.targetView(tgt); err == nil || !strings.Contains(err.Error(), "no sha256") {
+				t.Fatalf("root image with sha256 %q: err %v, want a refusal", sum, err)
+			}
+		})
+	}
+}
+
+// TestTargetArgsStopAFailedBoot: every node's kernel command line tells dracut to halt, without
+// a shell, when the boot fails (a refused root image among others), and a live root carries
+// its hash.
+func TestTargetArgsStopAFailedBoot(t *testing.T) {
+	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0")}, nil, nil, nil, logrus.New())
+	live := (&fakeMachines{}).target()
+	disk := live
+	disk.Rootfs, disk.RootfsSHA256 = "", ""
+	for name, tgt := range map[string]Target{"live root": live, "no live root": disk} {
+		t.Run(name, func(t *testing.T) {
+			v, err := s.targetView(tgt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := " " + v.Args + " "
+			for _, want := range []string{" rd.shell=0 ", " rd.emergency=halt "} {
+				if !strings.Contains(args, want) {
+					t.Errorf("kernel command line %q lacks %q", v.Args, want)
+				}
+			}
+			if hash := " rd.bootd.sha256=" + tgt.RootfsSHA256 + " "; (tgt.Rootfs != "") != strings.Contains(args, hash) {
+				t.Errorf("kernel command line %q: live root %v, hash %q", v.Args, tgt.Rootfs != "", hash)
+			}
+			// The image's own arguments come last: an image built for debugging may turn the shell back on.
+			if !strings.HasSuffix(v.Args, " "+tgt.Cmdline) {
+				t.Errorf("kernel command line %q does not end with the image's %q", v.Args, tgt.Cmdline)
+			}
+		})
+	}
+}
+
 // FuzzRequestPath sends arbitrary paths through the router: the Files backend (the check in
 // fakeFiles) must never be asked for a name that leaves its directory.
 func FuzzRequestPath(f *testing.F) {

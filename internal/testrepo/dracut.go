@@ -159,13 +159,17 @@ build "$image" "$kver"
 //   - fetch root=live:<url> into /run/initramfs/live (tmpfs: the squashfs stays compressed in
 //     RAM, it is not unpacked),
 //   - check its sha256 against rd.bootd.sha256 and refuse to boot on a mismatch or without one
-//     (real dracut knows no rd.bootd.sha256: a dracut module of the base layer would have to),
+//     (with the real dracut the base layer's 99bootd-verify checks it; without one it boots
+//     unchecked, which bootd never asks for: it always renders the hash),
 //   - losetup it read-only and mount the squashfs on /run/rootfsbase, mount overlayfs with a
 //     tmpfs upper (/run/overlayfs, /run/ovlwork) on /sysroot,
 //   - move /proc, /sys, /dev and /run into /sysroot and switch_root to /sbin/init.
 //
-// A failure prints NODEBOOT-FATAL and powers off (real dracut halts, or drops to a shell with
-// rd.shell). Progress lines start with NODEBOOT-.
+// A failure prints NODEBOOT-FATAL and powers off at once, never offering a shell: the contract
+// of the real dracut with 99bootd-verify and bootd's rd.shell=0 rd.emergency=halt, where a
+// refused image halts the node at once (or, without systemd in the initramfs, init exits and
+// the kernel panics). Powering off rather than halting ends QEMU, so the tests need not wait.
+// Progress lines start with NODEBOOT-.
 const liveInitScript = `#!/bin/sh
 # Stand-in dracut initramfs /init: live root over the network (see testrepo's dracut.go).
 /bin/busybox --install -s /bin

@@ -1,14 +1,15 @@
 #!/bin/bash
 # dracut module: check the live root image against the hash bootd put on the kernel command
 # line (rd.bootd.sha256=) before it is mounted. livenet downloads root=live:<url> and hands the
-# file to /sbin/dmsquash-live-root; this module puts a checking wrapper in its place.
+# file to /sbin/dmsquash-live-root; this module puts a checking wrapper in its place. A refused
+# image stops the node at once (see bootd-verify-root.sh).
 
 check() { return 0; }
 
 depends() { echo dmsquash-live livenet; }
 
 install() {
-    inst_multiple sha256sum cut
+    inst_multiple sha256sum mkdir mv
     if [ -e "$initdir/sbin/dmsquash-live-root" ]; then
         mv "$initdir/sbin/dmsquash-live-root" "$initdir/sbin/dmsquash-live-root.unchecked"
     fi
