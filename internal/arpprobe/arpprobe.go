@@ -369,18 +369,9 @@ func Request(from net.HardwareAddr, target netip.Addr) []byte {
 	return b
 }
 
-// Claimant returns the sender MAC of pkt (an ARP packet without Ethernet header) when it shows
-// another host using target: a reply or a request whose sender address is target (RFC 5227
-// 2.1.1). Our own packets (sender MAC self), malformed ones and others return nil.
-func Claimant(pkt []byte, target netip.Addr, self net.HardwareAddr) net.HardwareAddr {
-	if a, mac := Sender(pkt, self); a == target {
-		return mac
-	}
-	return nil
-}
-
-// Sender returns the sender address and MAC of pkt when it shows a host using that address: an
-// ARP reply or request from another MAC than self with a sender address set. Probes (sender
+// Sender returns the sender address and MAC of pkt (an ARP packet without Ethernet header) when
+// it shows a host using that address (RFC 5227 2.1.1): an ARP reply or request from another MAC
+// than self with a sender address set. Probes (sender
 // 0.0.0.0), our own packets and malformed ones return a nil MAC.
 func Sender(pkt []byte, self net.HardwareAddr) (netip.Addr, net.HardwareAddr) {
 	if len(pkt) < arpLen ||

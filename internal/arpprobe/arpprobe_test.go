@@ -35,26 +35,26 @@ func arp(op byte, sha net.HardwareAddr, spa netip.Addr, tpa netip.Addr) []byte {
 	return b
 }
 
-func TestClaimant(t *testing.T) {
+func TestSender(t *testing.T) {
 	zero := netip.MustParseAddr("0.0.0.0")
 	for _, tc := range []struct {
 		name string
 		pkt  []byte
-		want net.HardwareAddr
+		want net.HardwareAddr // claiming target; nil: no claim
 	}{
 		{"a reply from the squatter", arp(2, other, target, zero), other},
 		{"the squatter announcing itself (gratuitous request)", arp(1, other, target, target), other},
 		{"our own probe looped back", Request(self, target), nil},
 		{"another host probing the same address (sender 0.0.0.0)", Request(other, target), nil},
-		{"a reply about another address", arp(2, other, netip.MustParseAddr("10.80.0.201"), zero), nil},
 		{"truncated", arp(2, other, target, zero)[:20], nil},
 		{"not ARP for IPv4", func() []byte { b := arp(2, other, target, zero); b[3] = 0x06; return b }(), nil},
 		{"an unknown opcode", func() []byte { b := arp(2, other, target, zero); b[7] = 9; return b }(), nil},
 		{"empty", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Claimant(tc.pkt, target, self); got.String() != tc.want.String() {
-				t.Fatalf("Claimant = %v, want %v", got, tc.want)
+			a, mac := Sender(tc.pkt, self)
+			if mac.String() != tc.want.String() || (mac != nil && a != target) {
+				t.Fatalf("Sender = %v %v, want %v %v", a, mac, target, tc.want)
 			}
 		})
 	}

@@ -16,21 +16,17 @@ var ErrPoolExhausted = errors.New("discovery pool exhausted")
 const declineHold = 10
 
 // DiscoveryLease returns mac's discovery lease, renewing it, or leases the lowest free address
-// of the pool. An address is never leased to two MACs at once, and never one a node holds.
+// of the pool, once it is durable. An address is never leased to two MACs at once, and never one
+// a node holds.
 func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
-	l, _, err := s.DiscoveryLeaseFresh(mac, pool)
+	l, _, _, err := s.DiscoveryLeaseFrom(mac, pool, nil, true)
 	return l, err
 }
 
-// DiscoveryLeaseFresh is DiscoveryLease, and reports whether the address was newly allocated to
+// DiscoveryLeaseFrom is DiscoveryLease, and reports whether the address was newly allocated to
 // mac (fresh) rather than renewed: a fresh address is one the caller may want to check on the
-// segment (ARP probe) before offering it, and hold back with HoldAddress if it is in use.
-func (s *Store) DiscoveryLeaseFresh(mac string, pool Pool) (l Lease, fresh bool, err error) {
-	l, fresh, _, err = s.DiscoveryLeaseFrom(mac, pool, nil, true)
-	return l, fresh, err
-}
-
-// DiscoveryLeaseFrom is DiscoveryLeaseFresh, except that a new allocation takes the lowest free
+// segment (ARP probe) before offering it, and hold back with HoldAddress if it is in use. A new
+// allocation takes the lowest free
 // address for which prefer returns true (preferred; e.g. one an ARP probe found free moments
 // ago), and only when there is none the lowest free address. prefer (nil: none) is called with
 // the store locked; it must not call the store. The allocation itself stays here, under the
