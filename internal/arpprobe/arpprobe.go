@@ -104,7 +104,8 @@ func (p *Prober) Sweep(ctx context.Context, targets []netip.Addr, timeout time.D
 }
 
 // Watch reads every ARP packet on the interface until ctx is done and calls seen with the sender
-// address and MAC of each one that shows a host using an address (see Sender). It is how bootd
+// address and MAC of each one that shows a host using an address (see Sender). seen must not
+// block: probes wait while it runs. It is how bootd
 // notices a host that takes a pool address by hand between sweeps. Answers to probes reach them
 // sooner while it runs; without it, a probe takes its answers when its time is up.
 func (p *Prober) Watch(ctx context.Context, seen func(netip.Addr, net.HardwareAddr)) error {
@@ -125,16 +126,37 @@ func (p *Prober) Watch(ctx context.Context, seen func(netip.Addr, net.HardwareAd
 	}()
 	stop := context.AfterFunc(ctx, func() { seg.sock.f.SetReadDeadline(time.Now()) })
 	defer stop()
+	rc, err := seg.sock.f.SyscallConn()
+	if err != nil {
+		return err
+	}
 	buf := make([]byte, 1500)
 	for {
-		n, err := seg.sock.f.Read(buf)
+		var rerr error
+		// Read and dispatch under readMu, which a probe's drain takes too: a packet is never
+		// read here and handed out only after a probe has decided without it.
+		err := rc.Read(func(fd uintptr) bool {
+			seg.readMu.Lock()
+			defer seg.readMu.Unlock()
+			n, _, e := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			if errors.Is(e, unix.EAGAIN) {
+				return false // wait until readable
+			}
+			if e == nil {
+				seg.dispatch(buf[:n])
+			}
+			rerr = e
+			return true
+		})
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err == nil {
+			err = rerr
 		}
 		if err != nil {
 			return fmt.Errorf("arp watch on %s: read: %w", p.ifname, err)
 		}
-		seg.dispatch(buf[:n])
 	}
 }
 
@@ -162,7 +184,8 @@ func (p *Prober) segment() (*segment, error) {
 
 // segment is the one socket and who listens for which address on it.
 type segment struct {
-	sock *socket
+	sock   *socket
+	readMu sync.Mutex // one reader at a time: the watch, or a probe's drain
 
 	mu        sync.Mutex
 	mac       net.HardwareAddr // the interface's, as of the last sweep: a bridge's changes as ports come and go
@@ -292,6 +315,8 @@ func (g *segment) drain() error {
 	if err != nil {
 		return err
 	}
+	g.readMu.Lock()
+	defer g.readMu.Unlock()
 	buf := make([]byte, 1500)
 	for {
 		var n int

@@ -86,14 +86,20 @@ func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
 		if err != nil || !fresh || d.probe == nil {
 			return boundLease{lease, bind}, err
 		}
+		timeout := probeTimeout
 		if d.scout != nil {
 			d.scout.took(lease.Address)
-			if vouched {
+			if vouched && !bind {
 				d.scout.confirmLater(mac, lease.Address)
 				return boundLease{lease, bind}, nil
 			}
+			if vouched {
+				// A REQUEST that allocates (INIT-REBOOT, or its offer was taken back) gets no
+				// OFFER to hide the re-probe behind: it waits for it here.
+				timeout = confirmTimeout
+			}
 		}
-		squatter, err := d.probe.Probe(context.Background(), lease.Address, probeTimeout)
+		squatter, err := d.probe.Probe(context.Background(), lease.Address, timeout)
 		if err != nil {
 			// Fail open: an unprobed offer is what bootd did before probing existed, and a client
 			// that finds the address in use still declines it.

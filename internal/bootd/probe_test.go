@@ -27,7 +27,10 @@ type fakeProber struct {
 }
 
 func (p *fakeProber) Probe(_ context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error) {
-	time.Sleep(p.delay)
+	p.mu.Lock()
+	delay := p.delay
+	p.mu.Unlock()
+	time.Sleep(delay)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.probed = append(p.probed, a)

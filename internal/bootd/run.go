@@ -169,7 +169,24 @@ func (d *daemon) serveTFTP(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tftp: %w", err)
 	}
+	d.checkReplySource()
 	return d.tftp.ServeConn(ctx, conn)
+}
+
+// checkReplySource warns when the kernel would send to the lab from another address than
+// bootd's: TFTP transfers reply from a socket on the wildcard address (internal/tftpd), and a PXE
+// ROM drops data from an address it did not ask. Policy routing or a route's src hint could do it.
+func (d *daemon) checkReplySource() {
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(d.cfg.Discovery.PoolStart, 69))) // connect only: nothing is sent
+	if err != nil {
+		d.log.WithError(err).Warn("cannot check which address replies to the lab")
+		return
+	}
+	defer c.Close()
+	if src := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(); src != d.server {
+		d.log.WithFields(logrus.Fields{"route_source": src, "server": d.server}).
+			Warn("the kernel routes replies to the lab from another address than bootd's: PXE ROMs will drop TFTP data; check `ip route get` for the discovery pool")
+	}
 }
 
 func (d *daemon) serveDHCP(ctx context.Context) error {

@@ -19,6 +19,13 @@ const (
 	scoutRefresh = scoutFresh / 2
 	// scoutTick is how often the scout looks for addresses to sweep (newly freed ones).
 	scoutTick = time.Second
+	// maxClaimsPerMAC is how many pool addresses one MAC may be found at, per scoutFresh, before
+	// the scout stops holding addresses back for it: a router doing proxy ARP answers for every
+	// address, and a spoofer could claim them all; either would empty the pool (see SECURITY.md).
+	maxClaimsPerMAC = 3
+	// sightings is how many ARP senders may wait for the scout; more are dropped (and the
+	// sweeps and re-probes still find those hosts).
+	sightings = 1024
 	// confirmTimeout is the re-probe of a vouched address that runs while its OFFER is on the
 	// way; the client's REQUEST waits for it, so no address is ACKed without a probe just before.
 	// It catches a host that took the address by hand since the last sweep and has sent no ARP
@@ -40,17 +47,27 @@ const (
 type scout struct {
 	d *daemon
 
-	mu         sync.Mutex
-	clean      map[netip.Addr]time.Time // start of the last sweep that found the address free
-	taken      map[netip.Addr]time.Time // when the leaser last took the address: older sweeps are void
-	confirming map[string]chan struct{} // by MAC: re-probes of offered addresses in flight
-	conflicts  map[netip.Addr]time.Time // last "two hosts at one address" error, to log it once per scoutFresh
-	warned     bool                     // a sweep failed (logged once)
+	mu          sync.Mutex
+	clean       map[netip.Addr]time.Time       // start of the last sweep that found the address free
+	taken       map[netip.Addr]time.Time       // when the leaser last took the address: older sweeps are void
+	confirming  map[string]chan struct{}       // by MAC: re-probes of offered addresses in flight
+	conflicts   map[netip.Addr]time.Time       // last "two hosts at one address" error, to log it once per scoutFresh
+	claims      map[string]map[netip.Addr]bool // pool addresses each MAC was found at, this scoutFresh
+	claimsSince time.Time
+	warned      bool // a sweep failed (logged once)
+
+	sighted chan sighting // ARP senders from the watch, handled off the socket's read path
+}
+
+type sighting struct {
+	addr netip.Addr
+	mac  net.HardwareAddr
 }
 
 func newScout(d *daemon) *scout {
 	return &scout{d: d, clean: map[netip.Addr]time.Time{}, taken: map[netip.Addr]time.Time{},
-		confirming: map[string]chan struct{}{}, conflicts: map[netip.Addr]time.Time{}}
+		confirming: map[string]chan struct{}{}, conflicts: map[netip.Addr]time.Time{},
+		claims: map[string]map[netip.Addr]bool{}, sighted: make(chan sighting, sightings)}
 }
 
 // vouches reports whether a sweep that started within scoutFresh found a free, with no ARP from
@@ -74,6 +91,7 @@ func (s *scout) took(a netip.Addr) {
 // run sweeps and watches until ctx is done.
 func (s *scout) run(ctx context.Context) {
 	go s.watch(ctx)
+	go s.handleSightings(ctx)
 	t := time.NewTicker(scoutTick)
 	defer t.Stop()
 	for {
@@ -86,11 +104,40 @@ func (s *scout) run(ctx context.Context) {
 	}
 }
 
-// watch feeds every ARP packet's sender to seen. Without it the sweeps still vouch, and the
-// re-probe before each ACK still catches a host that came since.
+// watch feeds every ARP packet's sender to the sightings queue, and starts again after an error
+// (the interface went down, say). Meanwhile the sweeps still vouch, and the re-probe before each
+// ACK still catches a host that came since.
 func (s *scout) watch(ctx context.Context) {
-	if err := s.d.probe.Watch(ctx, s.seen); err != nil {
-		s.d.log.WithError(err).Warn("ARP on the segment cannot be watched; hosts that take a pool address by hand are found by the sweeps and re-probes only")
+	enqueue := func(a netip.Addr, mac net.HardwareAddr) {
+		select {
+		case s.sighted <- sighting{a, mac}:
+		default: // a flood of ARP: the sweeps and re-probes still find what is dropped here
+		}
+	}
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		err := s.d.probe.Watch(ctx, enqueue)
+		if ctx.Err() != nil {
+			return
+		}
+		s.d.log.WithError(err).Warnf("ARP on the segment cannot be watched; trying again in %s (hosts that take a pool address by hand are found by the sweeps and re-probes meanwhile)", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// handleSightings takes the watch's ARP senders one at a time: holding an address back writes the
+// inventory, which must not stall the socket's reader (probes wait on it).
+func (s *scout) handleSightings(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case x := <-s.sighted:
+			s.seen(x.addr, x.mac)
+		}
 	}
 }
 
@@ -152,7 +199,7 @@ func (s *scout) seen(a netip.Addr, mac net.HardwareAddr) {
 		return
 	}
 	holder, used := s.d.inv.AddressHolder(a)
-	if holder == mac.String() {
+	if holder == mac.String() || s.d.inv.LeasedTo(a, mac.String()) {
 		return
 	}
 	if !used {
@@ -171,11 +218,16 @@ func (s *scout) seen(a netip.Addr, mac net.HardwareAddr) {
 	}
 }
 
-// squatter handles a host found at a free pool address: no more vouch, held back, logged.
+// squatter handles a host found at a free pool address: no more vouch, held back, logged. A
+// machine answering at the address its own (expired) lease names is no squatter, and a MAC found
+// at more than maxClaimsPerMAC addresses gets none held for it.
 func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
 	s.mu.Lock()
 	delete(s.clean, a)
 	s.mu.Unlock()
+	if s.d.inv.LeasedTo(a, mac.String()) || !s.claim(a, mac) {
+		return
+	}
 	// Held only if still free: a client that got a meanwhile (and answers at it) is no squatter.
 	held, err := s.d.inv.HoldFreeAddress(a, s.d.cfg.Discovery.LeaseTime)
 	if err != nil {
@@ -184,6 +236,28 @@ func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
 	if held {
 		s.d.logSquatter(a, mac, "")
 	}
+}
+
+// claim records that mac was found at pool address a and reports whether addresses may still be
+// held back for it; the first claim past the limit is logged.
+func (s *scout) claim(a netip.Addr, mac net.HardwareAddr) bool {
+	s.mu.Lock()
+	if time.Since(s.claimsSince) > scoutFresh {
+		s.claims, s.claimsSince = map[string]map[netip.Addr]bool{}, time.Now()
+	}
+	m := s.claims[mac.String()]
+	if m == nil {
+		m = map[netip.Addr]bool{}
+		s.claims[mac.String()] = m
+	}
+	m[a] = true
+	n := len(m)
+	s.mu.Unlock()
+	if n == maxClaimsPerMAC+1 {
+		s.d.log.WithFields(map[string]any{"mac": mac.String(), "addresses": n}).
+			Errorf("%s answers ARP for %d or more discovery addresses: proxy ARP on a router, or someone spoofing; no more addresses are held back for it (the re-probe before each ACK still applies); find that device", mac, n)
+	}
+	return n <= maxClaimsPerMAC
 }
 
 // confirmLater re-probes a, just offered to mac, while the OFFER is on its way. A host found
@@ -197,7 +271,9 @@ func (s *scout) confirmLater(mac string, a netip.Addr) {
 	go func() {
 		defer func() {
 			s.mu.Lock()
-			delete(s.confirming, mac)
+			if s.confirming[mac] == done { // not a newer re-probe's
+				delete(s.confirming, mac)
+			}
 			s.mu.Unlock()
 			close(done)
 		}()
@@ -205,7 +281,7 @@ func (s *scout) confirmLater(mac string, a netip.Addr) {
 		if err != nil {
 			s.d.log.WithError(err).WithField("address", a).Warn("offered discovery address not re-probed")
 		}
-		if squatter == nil {
+		if squatter == nil || squatter.String() == mac {
 			return
 		}
 		s.d.logSquatter(a, squatter, mac)

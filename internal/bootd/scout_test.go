@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/labcluster/gpucluster/internal/dhcpd"
+	"github.com/labcluster/gpucluster/internal/inventory"
 )
 
 var (
@@ -169,5 +170,62 @@ func TestScoutConcurrentLeasesDistinct(t *testing.T) {
 			t.Fatalf("%s given twice: %v", g, got)
 		}
 		seen[g] = true
+	}
+}
+
+// A REQUEST that allocates (a MAC with no lease: INIT-REBOOT, or its offer was taken back) gets
+// a swept address only after the re-probe, never bound while the re-probe still runs.
+func TestRequestThatAllocatesWaitsForTheReprobe(t *testing.T) {
+	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}
+	d, _ := scoutDaemon(t, p)
+	d.scout.round(context.Background())
+	p.mu.Lock()
+	p.taken[addr200] = squatterMAC // since the sweep, silent
+	p.delay = 20 * time.Millisecond
+	p.mu.Unlock()
+	if l := lease(t, d, "52:54:00:00:00:09", true); l.IP == addr200 {
+		t.Fatal("a REQUEST was bound to 10.80.0.200 before its re-probe found the host there")
+	}
+	if !held(d, addr200) {
+		t.Fatal("10.80.0.200 not held back")
+	}
+}
+
+// A router doing proxy ARP (one MAC answering for every address) gets at most maxClaimsPerMAC
+// addresses held back and one error naming it, not the whole pool; and a machine answering at the
+// address its own expired lease names is no squatter.
+func TestScoutClaims(t *testing.T) {
+	proxy := hw("52:54:00:77:77:77")
+	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}
+	for a := netip.MustParseAddr("10.80.0.200"); a.Compare(netip.MustParseAddr("10.80.0.249")) <= 0; a = a.Next() {
+		p.taken[a] = proxy
+	}
+	d, hook := scoutDaemon(t, p)
+	d.scout.round(context.Background())
+	n := 0
+	for _, l := range d.inv.Leases() {
+		if l.Declined {
+			n++
+		}
+	}
+	named := 0
+	for _, e := range hook.AllEntries() {
+		if e.Data["mac"] == proxy.String() {
+			named++
+		}
+	}
+	if n != maxClaimsPerMAC || named != 1 {
+		t.Fatalf("proxy ARP for 50 addresses: %d held back, %d errors naming it; want %d and 1", n, named, maxClaimsPerMAC)
+	}
+
+	d2, hook2 := scoutDaemon(t, &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}})
+	const mac = "52:54:00:00:00:09"
+	if _, _, _, err := d2.inv.DiscoveryLeaseFrom(mac, inventory.Pool{Start: addr200, End: addr200, LeaseTime: time.Nanosecond}, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // the lease expires; it still names its address
+	d2.scout.seen(addr200, hw(mac))
+	if held(d2, addr200) || len(hook2.AllEntries()) != 0 {
+		t.Fatalf("a machine at its own expired lease's address: held %v, log %v", held(d2, addr200), hook2.AllEntries())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,5 +231,51 @@ func TestUnboundOfferBoundRequest(t *testing.T) {
 	}
 	if got, err := d.LeaseOf(mac); err != nil || got.Address != r.l.Address {
 		t.Fatalf("on disk: %v %v; the bound call returned %s", got, err, r.l.Address)
+	}
+}
+
+// When an offer's write fails, the OFFER's background writer and the REQUEST both take the
+// allocation back. The REQUEST's new allocation (often the same address) must survive the other's
+// late undo: otherwise the client is ACKed an address the inventory no longer holds for it, and
+// the next MAC gets it too.
+func TestLateUndoSparesTheNewAllocation(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // the interleaving that loses it, made likely
+	path := filepath.Join(t.TempDir(), "inventory.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate1, gate2 := make(chan struct{}), make(chan struct{})
+	var writes atomic.Int32
+	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+		switch writes.Add(1) {
+		case 1:
+			<-gate1
+			return errors.New("disk full")
+		case 2:
+			<-gate2
+		}
+		return atomicfile.Write(p, b, m)
+	})
+	const mac = "52:54:00:00:00:01"
+	if _, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, false); err != nil { // the OFFER
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); close(gate1) }()
+	go func() {
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && writes.Load() < 2 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // let the late undo run, if it would
+		close(gate2)
+	}()
+	l, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, true) // the REQUEST
+	if err != nil {
+		return // refused: nothing was ACKed
+	}
+	if got, err := s.LeaseOf(mac); err != nil || got.Address != l.Address {
+		other, _, _, _ := s.DiscoveryLeaseFrom("52:54:00:00:00:02", testPool, nil, true)
+		t.Fatalf("the REQUEST was given %s, but the inventory holds %v (%v) for it; another MAC now gets %s", l.Address, got, err, other.Address)
 	}
 }

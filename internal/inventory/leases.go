@@ -48,6 +48,8 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 		allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
 		if bind {
 			delete(s.offered, mac)
+		} else if _, ok := s.offered[mac]; ok {
+			s.offered[mac] = now // a client whose OFFERs get lost keeps its offer while it asks
 		}
 		l, g := s.renew(i, expires, pool.LeaseTime)
 		s.mu.Unlock()
@@ -116,13 +118,17 @@ func (s *Store) undoAllocation(l Lease, g uint64) bool {
 	if s.durable >= g {
 		return false
 	}
+	if s.leaseGen[l.MAC] != g {
+		// Taken back already (by the other of OFFER and REQUEST, which both undo), or replaced by
+		// a newer allocation for the MAC, perhaps of the same address: that one is not ours to
+		// remove. Still true: generation g was not written.
+		return true
+	}
 	// By MAC and address: a renewal may have moved its expiry since.
 	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(x Lease) bool {
 		return x.MAC == l.MAC && x.Address == l.Address && !x.Declined
 	})
-	if s.leaseGen[l.MAC] == g {
-		delete(s.leaseGen, l.MAC)
-	}
+	delete(s.leaseGen, l.MAC)
 	delete(s.offered, l.MAC)
 	return true
 }
@@ -309,4 +315,12 @@ func (s *Store) AddressHolder(a netip.Addr) (mac string, used bool) {
 		}
 	}
 	return "", false
+}
+
+// LeasedTo reports whether the inventory lists a lease of a for mac, expired or not: a machine
+// answering at such an address is at its own (a lease keeps its address past expiry).
+func (s *Store) LeasedTo(a netip.Addr, mac string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.data.Leases, func(l Lease) bool { return l.Address == a && l.MAC == mac && !l.Declined })
 }

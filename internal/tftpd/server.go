@@ -91,9 +91,9 @@ func (s *Server) ServeConn(ctx context.Context, conn *net.UDPConn) error {
 	ts.SetTimeout(timeout)
 	ts.SetRetries(retries)
 	ts.SetBlockSize(maxBlockSize)
-	// No clamping to the interface MTU: maxBlockSize already fits a 1500-byte link, and the clamp
-	// costs pin/tftp a net.InterfaceByIndex (a netlink dump of every link) per request, in its
-	// one receive loop: with many links (a bridge with a port per PC) that serialises a storm.
+	// plainConn (below) keeps pin/tftp from its per-request interface lookup; without that
+	// lookup pin/tftp would cap blocks at 512 bytes unless its MTU clamp is off. maxBlockSize
+	// still caps them, and it fits a 1500-byte link.
 	ts.SetBlockSizeNegotiation(false)
 	ts.SetHook(hook{s.log})
 	s.log.WithField("addr", conn.LocalAddr().String()).Info("tftp listening")
@@ -112,10 +112,12 @@ func (s *Server) ServeConn(ctx context.Context, conn *net.UDPConn) error {
 }
 
 // plainConn hides the *net.UDPConn from pin/tftp, which would otherwise ask for each packet's
-// destination and interface (IP_PKTINFO) only to look the interface up by index (see above).
+// destination and interface (IP_PKTINFO) only to look the interface up by index, a netlink dump of
+// every link, per request, in its one receive loop: with a bridge holding a port per PC that
+// serialised a storm's requests (BENCHMARKS.md).
 // Without them a transfer's socket is bound to the wildcard address, and the kernel picks the
 // source address as it routes the reply; bootd serves one subnet on one interface, so that is the
-// address the request came to.
+// address the request came to (bootd checks it at start: checkReplySource).
 type plainConn struct{ net.PacketConn }
 
 // Addr returns the bound address once Serve has bound it, nil before; with
