@@ -30,6 +30,12 @@ func serveLoopback(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(dir, "ipxe.efi"), []byte("efi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return serveLoopbackFrom(t, dir)
+}
+
+// serveLoopbackFrom is serveLoopback with the files of dir.
+func serveLoopbackFrom(t *testing.T, dir string) string {
+	t.Helper()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log)

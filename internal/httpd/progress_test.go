@@ -2,7 +2,6 @@ package httpd
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -10,8 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/sirupsen/logrus"
 )
 
 // A download that stops moving is cut after sendTimeout; one that keeps reading gets every byte,
@@ -29,16 +26,7 @@ func TestStalledDownloadIsCut(t *testing.T) {
 	if err := os.Truncate(filepath.Join(dir, "vmlinuz"), size); err != nil {
 		t.Fatal(err)
 	}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = s.Serve(ctx, ln) }()
+	addr := serveLoopbackFrom(t, dir)
 	const req = "GET /images/compute/1/vmlinuz HTTP/1.1\r\nHost: x\r\n\r\n"
 
 	for _, tc := range []struct {
@@ -51,7 +39,7 @@ func TestStalledDownloadIsCut(t *testing.T) {
 		{"a slow but steady client gets it all", 0, 2 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := net.Dial("tcp4", ln.Addr().String())
+			c, err := net.Dial("tcp4", addr)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -122,28 +122,7 @@ func imageEntries(release string) ([]cpioEntry, error) {
 }
 
 // nicModuleFiles resolves nicModules against the release's modules.dep.
-func nicModuleFiles(release string) ([]string, error) {
-	f, err := os.Open(filepath.Join(modulesRoot, release, "modules.dep"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	md, err := parseModulesDep(f)
-	if err != nil {
-		return nil, err
-	}
-	files, err := md.resolve(nicModules)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range files {
-		// busybox insmod reads plain .ko only.
-		if !strings.HasSuffix(m, ".ko") {
-			return nil, fmt.Errorf("module %s is compressed; want uncompressed .ko", m)
-		}
-	}
-	return files, nil
-}
+func nicModuleFiles(release string) ([]string, error) { return resolveModules(release, nicModules) }
 
 // withParents adds the extra directories and every missing parent
 // directory of the entries.
