@@ -42,7 +42,10 @@ func TestCrashSafety(t *testing.T) {
 	requirePrereqs(t, "ip", "go")
 	rounds := 30
 	if s := os.Getenv("CRASH_ROUNDS"); s != "" {
-		rounds, _ = strconv.Atoi(s)
+		var err error
+		if rounds, err = strconv.Atoi(s); err != nil || rounds < 1 {
+			t.Fatalf("CRASH_ROUNDS=%q: want a positive number of rounds", s)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -105,6 +108,11 @@ func TestCrashSafety(t *testing.T) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Without acknowledged leases and assignments the checks above had nothing to check.
+	if len(w.leases) == 0 || len(w.nodes) == 0 {
+		t.Fatalf("the workload got %d leases and %d assignments acknowledged (%d assigns failed): nothing was checked across the kills",
+			len(w.leases), len(w.nodes), w.failedAssigns)
+	}
 	t.Logf("%d SIGKILLs at %s..%s into each round's load: %d with DHCP exchanges or netboots in flight, %d with a CLI assign in flight (%d operations cut in all); acknowledged and checked after every restart: %d leases (DORA), %d assignments (CLI); %d renewals gave the same address; %d assigns failed (cut by the kill, or sent to the dead bootd)",
 		rounds, stats.min.Round(time.Millisecond), stats.max.Round(time.Millisecond), stats.duringLease, stats.duringAssn, stats.ops, len(w.leases), len(w.nodes), w.renewed, w.failedAssigns)
 }

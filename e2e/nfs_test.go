@@ -105,7 +105,7 @@ func TestNFSLive(t *testing.T) {
 	out := strings.ReplaceAll(string(b), "\r", "")
 	defer func() {
 		if t.Failed() {
-			t.Logf("console of the NFS VM (tail):\n%s", tailLines(out, 80))
+			t.Logf("console of the NFS VM (tail):\n%s", vlab.LastLines(out, 80))
 			logTailOnFailure(t, filepath.Join(dir, "nfs.qemu.log"))
 		}
 	}()
@@ -291,11 +291,6 @@ func nfsMarkers(out string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
-}
-
-func tailLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // nfsAccounts are the image's accounts, the same on every node as on a real cluster: root,

@@ -125,7 +125,7 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 	t.Cleanup(vm.Kill)
 	defer func() {
 		if t.Failed() {
-			t.Logf("console of %s (tail):\n%s", spec.Name, consoleTail(vm, 80))
+			t.Logf("console of %s (tail):\n%s", spec.Name, vm.ConsoleTail(80))
 		}
 	}()
 
@@ -307,11 +307,6 @@ func startBootdWith(ctx context.Context, t *testing.T, lab *vlab.Lab, dir string
 		t.Fatal(err)
 	}
 	return b
-}
-
-func consoleTail(vm *vlab.VM, n int) string {
-	lines := strings.Split(strings.ReplaceAll(strings.TrimRight(vm.Console(), "\r\n"), "\r", ""), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // markers returns the console's NODEBOOT lines.

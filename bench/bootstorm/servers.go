@@ -107,7 +107,7 @@ func (s *baselineServer) Start(ctx context.Context) error {
 		b, _ := os.ReadFile(filepath.Join(run, "logs", "dnsmasq.log"))
 		return strings.Contains(string(b), "TFTP root is")
 	}); err != nil {
-		return fmt.Errorf("dnsmasq did not start: %w: %s", err, tail(filepath.Join(run, "logs", "dnsmasq.out")))
+		return fmt.Errorf("dnsmasq did not start: %w: %s", err, vlab.TailFile(filepath.Join(run, "logs", "dnsmasq.out"), 10))
 	}
 	conf := filepath.Join(run, "nginx.conf")
 	if err := os.WriteFile(conf, []byte(s.nginxConf(run)), 0o644); err != nil {
@@ -133,7 +133,7 @@ func (s *baselineServer) Start(ctx context.Context) error {
 			return err
 		}) == nil
 	}); err != nil {
-		return fmt.Errorf("nginx did not start: %w: %s", err, tail(filepath.Join(run, "logs", "error.log")))
+		return fmt.Errorf("nginx did not start: %w: %s", err, vlab.TailFile(filepath.Join(run, "logs", "error.log"), 10))
 	}
 	return nil
 }
@@ -237,15 +237,6 @@ func waitFor(ctx context.Context, d time.Duration, p *vlab.Process, ok func() bo
 		}
 	}
 	return fmt.Errorf("not ready after %s", d)
-}
-
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-10):], "\n")
 }
 
 // usage is what the kernel accounts to a set of processes.

@@ -179,23 +179,11 @@ func (c *Cluster) checkDaemons() error {
 	for _, n := range c.nodes {
 		for _, d := range n.daemons {
 			if d.exited() {
-				return fmt.Errorf("vcluster: %s on %s exited: %v\n%s", d.unit, n.Name, d.err, tail(d.logPath, 15))
+				return fmt.Errorf("vcluster: %s on %s exited: %v\n%s", d.unit, n.Name, d.err, vlab.TailFile(d.logPath, 15))
 			}
 		}
 	}
 	return nil
-}
-
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	l := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(l) > lines {
-		l = l[len(l)-lines:]
-	}
-	return strings.Join(l, "\n")
 }
 
 // run runs a host command, folding its output into the error.

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/vlab"
 )
 
 // NodeFiles is what one node receives: its name (the namespace and host name), its role
@@ -151,13 +153,13 @@ func (n *Node) startInit(ctx context.Context, spec *initSpec) error {
 	select {
 	case ok := <-ready:
 		if !ok {
-			return fmt.Errorf("init failed: %s", tail(logf.Name(), 10))
+			return fmt.Errorf("init failed: %s", vlab.TailFile(logf.Name(), 10))
 		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("init not ready: %w", ctx.Err())
 	case <-time.After(stepTimeout):
-		return fmt.Errorf("init not ready after %s: %s", stepTimeout, tail(logf.Name(), 10))
+		return fmt.Errorf("init not ready after %s: %s", stepTimeout, vlab.TailFile(logf.Name(), 10))
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/vlab"
 )
 
 // unit is a systemd service of the image, reduced to what starting it takes: the account it
@@ -126,10 +128,10 @@ func (n *Node) startUnit(ctx context.Context, u unit) error {
 		return nil
 	}
 	if err := u.ready(ctx, n, d); err != nil {
-		return fmt.Errorf("%s not ready: %w\n%s", u.name, err, tail(d.logPath, 15))
+		return fmt.Errorf("%s not ready: %w\n%s", u.name, err, vlab.TailFile(d.logPath, 15))
 	}
 	if d.exited() {
-		return fmt.Errorf("%s exited: %v\n%s", u.name, d.err, tail(d.logPath, 15))
+		return fmt.Errorf("%s exited: %v\n%s", u.name, d.err, vlab.TailFile(d.logPath, 15))
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func (b *Bootd) waitHealthy(ctx context.Context) error {
 	url := "http://" + b.lab.Addr.Addr().String() + "/healthz"
 	for i := 0; i < 100; i++ {
 		if b.Proc.Exited() {
-			return fmt.Errorf("bootd exited: %s", tailFile(b.Proc.LogPath, 20))
+			return fmt.Errorf("bootd exited: %s", TailFile(b.Proc.LogPath, 20))
 		}
 		if out, err := b.lab.Command(ctx, "wget", "-q", "-O", "-", url).Output(); err == nil && strings.TrimSpace(string(out)) == "ok" {
 			return nil
@@ -53,7 +53,7 @@ func (b *Bootd) waitHealthy(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("bootd did not answer %s: %s", url, tailFile(b.Proc.LogPath, 20))
+	return fmt.Errorf("bootd did not answer %s: %s", url, TailFile(b.Proc.LogPath, 20))
 }
 
 // CLI runs a bootd client command against this daemon and returns its combined output.
@@ -90,7 +90,7 @@ func (b *Bootd) WaitWaiting(ctx context.Context, macs ...string) error {
 }
 
 // LogTail is the end of bootd's log, for failure messages.
-func (b *Bootd) LogTail(n int) string { return tailFile(b.Proc.LogPath, n) }
+func (b *Bootd) LogTail(n int) string { return TailFile(b.Proc.LogPath, n) }
 
 // WriteTestImages builds the test image once and publishes it as version 1 of each named image
 // (e.g. "master", "compute") under imagesDir, in the artifact format bootd serves.
@@ -112,11 +112,12 @@ func WriteTestImages(imagesDir, stageDir, cmdline string, names ...string) error
 	return nil
 }
 
-func tailFile(path string, n int) string {
+// TailFile returns the last n lines of the file at path (the error's text when it cannot be
+// read), for failure messages.
+func TailFile(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return LastLines(string(b), n)
 }

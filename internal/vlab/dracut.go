@@ -133,10 +133,10 @@ func BuildDracutInitramfs(ctx context.Context, spec DracutSpec) (DracutResult, e
 	res.Log = string(b)
 	_ = os.WriteFile(filepath.Join(spec.WorkDir, "dracut.log"), b, 0o644)
 	if err != nil {
-		return res, fmt.Errorf("vlab: dracut: %w; output tail:\n%s", err, lastLines(res.Log, 30))
+		return res, fmt.Errorf("vlab: dracut: %w; output tail:\n%s", err, LastLines(res.Log, 30))
 	}
 	if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
-		return res, fmt.Errorf("vlab: dracut wrote no %s; output tail:\n%s", out, lastLines(res.Log, 30))
+		return res, fmt.Errorf("vlab: dracut wrote no %s; output tail:\n%s", out, LastLines(res.Log, 30))
 	}
 	return res, nil
 }
@@ -275,8 +275,8 @@ func copyTree(src, dst string) error {
 	})
 }
 
-// lastLines returns the last n lines of s.
-func lastLines(s string, n int) string {
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

@@ -31,6 +31,13 @@ var (
 // configures the network from ip=/BOOTIF=, prints VLAB-* markers on ttyS0
 // and powers off). It returns the kernel release used.
 func BuildTestImage(stageDir string) (kernelRelease string, err error) {
+	return stageImage(stageDir, "initramfs", imageEntries)
+}
+
+// stageImage writes stageDir/vmlinuz (the installed kernel findKernel picks) and
+// stageDir/initramfs.img holding the entries listed for that release; what names the
+// initramfs in errors. It returns the kernel release.
+func stageImage(stageDir, what string, entries func(release string) ([]cpioEntry, error)) (string, error) {
 	release, err := findKernel(bootDir, modulesRoot, uname())
 	if err != nil {
 		return "", err
@@ -41,16 +48,16 @@ func BuildTestImage(stageDir string) (kernelRelease string, err error) {
 	if err := copyFile(filepath.Join(bootDir, "vmlinuz-"+release), filepath.Join(stageDir, "vmlinuz")); err != nil {
 		return "", fmt.Errorf("vlab: kernel: %w", err)
 	}
-	entries, err := imageEntries(release)
+	list, err := entries(release)
 	if err != nil {
-		return "", fmt.Errorf("vlab: initramfs: %w", err)
+		return "", fmt.Errorf("vlab: %s: %w", what, err)
 	}
 	var buf bytes.Buffer
-	if err := writeInitramfs(&buf, entries); err != nil {
-		return "", fmt.Errorf("vlab: initramfs: %w", err)
+	if err := writeInitramfs(&buf, list); err != nil {
+		return "", fmt.Errorf("vlab: %s: %w", what, err)
 	}
 	if err := os.WriteFile(filepath.Join(stageDir, "initramfs.img"), buf.Bytes(), 0o644); err != nil {
-		return "", fmt.Errorf("vlab: initramfs: %w", err)
+		return "", fmt.Errorf("vlab: %s: %w", what, err)
 	}
 	return release, nil
 }
@@ -95,22 +102,30 @@ func uname() string {
 // kernel opens it for init before devtmpfs is mounted), busybox, the NIC
 // modules in load order, and /init.
 func imageEntries(release string) ([]cpioEntry, error) {
-	busybox, err := os.ReadFile(busyboxPath)
+	entries, err := busyboxEntries()
 	if err != nil {
 		return nil, err
 	}
-	mods, err := nicModuleFiles(release)
+	mods, err := resolveModules(release, nicModules)
 	if err != nil {
 		return nil, err
 	}
-	entries := []cpioEntry{
-		{Name: "bin/busybox", Mode: modeFile | 0o755, Data: busybox},
-		{Name: "bin/sh", Mode: modeSymlink | 0o777, Data: []byte("busybox")},
-		{Name: "dev/console", Mode: modeCharDev | 0o600, RMajor: 5, RMinor: 1},
+	entries = append(entries, []cpioEntry{
 		{Name: "etc/vlab/release", Mode: modeFile | 0o644, Data: []byte(release + "\n")},
 		{Name: "etc/vlab/modules", Mode: modeFile | 0o644, Data: []byte(strings.Join(mods, "\n") + "\n")},
 		{Name: "init", Mode: modeFile | 0o755, Data: initScript},
+	}...)
+	modEntries, err := moduleEntries(release, mods)
+	if err != nil {
+		return nil, err
 	}
+	return withParents(append(entries, modEntries...), "proc", "sys", "tmp", "sbin", "usr/bin", "usr/sbin"), nil
+}
+
+// moduleEntries copies the release's module files (as resolveModules returns them) to
+// lib/modules/<release>/ in the image.
+func moduleEntries(release string, mods []string) ([]cpioEntry, error) {
+	var entries []cpioEntry
 	for _, m := range mods {
 		data, err := os.ReadFile(filepath.Join(modulesRoot, release, m))
 		if err != nil {
@@ -118,11 +133,22 @@ func imageEntries(release string) ([]cpioEntry, error) {
 		}
 		entries = append(entries, cpioEntry{Name: filepath.Join("lib/modules", release, m), Mode: modeFile | 0o644, Data: data})
 	}
-	return withParents(entries, "proc", "sys", "tmp", "sbin", "usr/bin", "usr/sbin"), nil
+	return entries, nil
 }
 
-// nicModuleFiles resolves nicModules against the release's modules.dep.
-func nicModuleFiles(release string) ([]string, error) { return resolveModules(release, nicModules) }
+// busyboxEntries are what every test initramfs starts with: busybox as /bin/sh, and
+// /dev/console (the kernel opens it for init before devtmpfs is mounted).
+func busyboxEntries() ([]cpioEntry, error) {
+	busybox, err := os.ReadFile(busyboxPath)
+	if err != nil {
+		return nil, err
+	}
+	return []cpioEntry{
+		{Name: "bin/busybox", Mode: modeFile | 0o755, Data: busybox},
+		{Name: "bin/sh", Mode: modeSymlink | 0o777, Data: []byte("busybox")},
+		{Name: "dev/console", Mode: modeCharDev | 0o600, RMajor: 5, RMinor: 1},
+	}, nil
+}
 
 // withParents adds the extra directories and every missing parent
 // directory of the entries.

@@ -1,7 +1,6 @@
 package vlab
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -81,33 +80,12 @@ type NFSImage struct {
 // the nodes' names in $NFSVM_NODES, prints "NFSVM-SCENARIO-EXIT: <status>" (with the tails of
 // syslog and dmesg when it failed) and powers off.
 func BuildNFSImage(stageDir string, img NFSImage) (kernelRelease string, err error) {
-	release, err := findKernel(bootDir, modulesRoot, uname())
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(stageDir, 0o755); err != nil {
-		return "", fmt.Errorf("vlab: stage dir: %w", err)
-	}
-	if err := copyFile(filepath.Join(bootDir, "vmlinuz-"+release), filepath.Join(stageDir, "vmlinuz")); err != nil {
-		return "", fmt.Errorf("vlab: kernel: %w", err)
-	}
-	entries, err := nfsEntries(release, img)
-	if err != nil {
-		return "", fmt.Errorf("vlab: nfs initramfs: %w", err)
-	}
-	var buf bytes.Buffer
-	if err := writeInitramfs(&buf, entries); err != nil {
-		return "", fmt.Errorf("vlab: nfs initramfs: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(stageDir, "initramfs.img"), buf.Bytes(), 0o644); err != nil {
-		return "", fmt.Errorf("vlab: nfs initramfs: %w", err)
-	}
-	return release, nil
+	return stageImage(stageDir, "nfs initramfs", func(release string) ([]cpioEntry, error) { return nfsEntries(release, img) })
 }
 
 // nfsEntries lists the whole initramfs.
 func nfsEntries(release string, img NFSImage) ([]cpioEntry, error) {
-	busybox, err := os.ReadFile(busyboxPath)
+	entries, err := busyboxEntries()
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +97,7 @@ func nfsEntries(release string, img NFSImage) ([]cpioEntry, error) {
 	for _, n := range img.Nodes {
 		fmt.Fprintf(&nodes, "%s %s\n", n.Name, n.Addr)
 	}
-	entries := []cpioEntry{
-		{Name: "bin/busybox", Mode: modeFile | 0o755, Data: busybox},
-		{Name: "bin/sh", Mode: modeSymlink | 0o777, Data: []byte("busybox")},
-		{Name: "dev/console", Mode: modeCharDev | 0o600, RMajor: 5, RMinor: 1},
+	entries = append(entries, []cpioEntry{
 		{Name: "init", Mode: modeFile | 0o755, Data: []byte(nfsInit)},
 		{Name: "nfsvm/scenario", Mode: modeFile | 0o755, Data: img.Scenario},
 		{Name: "etc/nfsvm/release", Mode: modeFile | 0o644, Data: []byte(release + "\n")},
@@ -133,14 +108,12 @@ func nfsEntries(release string, img NFSImage) ([]cpioEntry, error) {
 		{Name: "etc/mtab", Mode: modeSymlink | 0o777, Data: []byte("../proc/self/mounts")},
 		// The kernel's rpcbind client and rpcbind itself use /var/run/rpcbind.sock.
 		{Name: "var/run", Mode: modeSymlink | 0o777, Data: []byte("../run")},
+	}...)
+	modEntries, err := moduleEntries(release, mods)
+	if err != nil {
+		return nil, err
 	}
-	for _, m := range mods {
-		data, err := os.ReadFile(filepath.Join(modulesRoot, release, m))
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, cpioEntry{Name: path.Join("lib/modules", release, m), Mode: modeFile | 0o644, Data: data})
-	}
+	entries = append(entries, modEntries...)
 	progs, err := programEntries(nfsPrograms)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,6 @@
 package vlab
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -160,23 +159,19 @@ func (vm *VM) WaitConsole(ctx context.Context, re *regexp.Regexp) ([]string, err
 			return m, nil
 		}
 		if exited {
-			return nil, fmt.Errorf("vlab: %s exited before console matched %q; console tail:\n%s", vm.Spec.Name, re, vm.tail(25))
+			return nil, fmt.Errorf("vlab: %s exited before console matched %q; console tail:\n%s", vm.Spec.Name, re, vm.ConsoleTail(25))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("vlab: %s: console did not match %q: %w; console tail:\n%s", vm.Spec.Name, re, ctx.Err(), vm.tail(25))
+			return nil, fmt.Errorf("vlab: %s: console did not match %q: %w; console tail:\n%s", vm.Spec.Name, re, ctx.Err(), vm.ConsoleTail(25))
 		case <-t.C:
 		}
 	}
 }
 
-// tail returns the last n lines of the console.
-func (vm *VM) tail(n int) string {
-	lines := bytes.Split(bytes.TrimRight([]byte(vm.Console()), "\r\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.ReplaceAll(string(bytes.Join(lines, []byte("\n"))), "\r", "")
+// ConsoleTail returns the last n lines of the console, without carriage returns.
+func (vm *VM) ConsoleTail(n int) string {
+	return LastLines(strings.ReplaceAll(vm.Console(), "\r", ""), n)
 }
 
 // Wait waits until QEMU exits (the test image powers off, and -no-reboot
