@@ -8,6 +8,7 @@
 package arpprobe
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -409,7 +410,7 @@ func Sender(pkt []byte, self net.HardwareAddr) (netip.Addr, net.HardwareAddr) {
 	}
 	sha := net.HardwareAddr(pkt[8:14])
 	spa, _ := netip.AddrFromSlice(pkt[14:18])
-	if spa.IsUnspecified() || sha.String() == self.String() {
+	if spa.IsUnspecified() || bytes.Equal(sha, self) {
 		return netip.Addr{}, nil
 	}
 	return spa, append(net.HardwareAddr(nil), sha...)

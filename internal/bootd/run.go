@@ -134,8 +134,8 @@ func lockStateDir(dir string) error {
 }
 
 func (d *daemon) logStart() {
-	d.reconcile()
 	nodes, waiting := d.inv.Snapshot()
+	d.reconcile(nodes)
 	d.log.WithFields(logrus.Fields{"interface": d.cfg.Interface, "address": d.server, "subnet": d.cfg.Network.Subnet,
 		"nodes": len(nodes), "waiting": len(waiting), "images": d.cfg.ImagesDir}).Info("bootd serving")
 	for _, role := range []struct{ image, version string }{{d.cfg.Master.Image, d.cfg.Master.Version}, {d.cfg.Compute.Image, d.cfg.Compute.Version}} {
@@ -150,8 +150,7 @@ func (d *daemon) logStart() {
 // reconcile reports nodes whose stored address no longer matches the configuration (edited
 // after they were assigned). They keep their stored address, which DHCP and their boot script
 // agree on, until an admin reassigns them.
-func (d *daemon) reconcile() {
-	nodes, _ := d.inv.Snapshot()
+func (d *daemon) reconcile(nodes []inventory.Node) {
 	for _, n := range nodes {
 		p, err := d.cfg.Place(n.Name)
 		switch {

@@ -182,7 +182,9 @@ func (s *scout) sweep(ctx context.Context, addrs []netip.Addr) {
 	}
 	s.mu.Lock()
 	for _, a := range addrs {
-		if found[a] == nil && start.After(s.taken[a]) {
+		if found[a] != nil {
+			delete(s.clean, a)
+		} else if start.After(s.taken[a]) {
 			s.clean[a] = start
 		}
 	}
@@ -199,11 +201,13 @@ func (s *scout) seen(a netip.Addr, mac net.HardwareAddr) {
 		return
 	}
 	holder, used := s.d.inv.AddressHolder(a)
-	if holder == mac.String() || s.d.inv.LeasedTo(a, mac.String()) {
+	switch {
+	case holder == mac.String():
 		return
-	}
-	if !used {
-		s.squatter(a, mac)
+	case !used:
+		s.squatter(a, mac) // which leaves mac's own expired lease's address alone
+		return
+	case s.d.inv.LeasedTo(a, mac.String()):
 		return
 	}
 	s.mu.Lock()
@@ -222,10 +226,13 @@ func (s *scout) seen(a netip.Addr, mac net.HardwareAddr) {
 // machine answering at the address its own (expired) lease names is no squatter, and a MAC found
 // at more than maxClaimsPerMAC addresses gets none held for it.
 func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
+	if s.d.inv.LeasedTo(a, mac.String()) {
+		return
+	}
 	s.mu.Lock()
 	delete(s.clean, a)
 	s.mu.Unlock()
-	if s.d.inv.LeasedTo(a, mac.String()) || !s.claim(a, mac) {
+	if !s.claim(a, mac) {
 		return
 	}
 	// Held only if still free: a client that got a meanwhile (and answers at it) is no squatter.

@@ -248,35 +248,24 @@ func asOptAddr(v any) (netip.Addr, error) {
 	return asAddr(v)
 }
 
-func asAddrs(v any) ([]netip.Addr, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, typeError("an array of strings", v)
-	}
-	addrs := make([]netip.Addr, 0, len(list))
-	for i, e := range list {
-		a, err := asAddr(e)
-		if err != nil {
-			return nil, fmt.Errorf("item %d: %w", i+1, err)
-		}
-		addrs = append(addrs, a)
-	}
-	return addrs, nil
-}
+func asAddrs(v any) ([]netip.Addr, error) { return asList(v, asAddr) }
 
 // asStrings wants an array of strings; what each may hold is Validate's business.
-func asStrings(v any) ([]string, error) {
+func asStrings(v any) ([]string, error) { return asList(v, asString) }
+
+// asList wants an array (of strings, for the config's lists) whose every item converts with item.
+func asList[T any](v any, item func(any) (T, error)) ([]T, error) {
 	list, ok := v.([]any)
 	if !ok {
 		return nil, typeError("an array of strings", v)
 	}
-	out := make([]string, 0, len(list))
+	out := make([]T, 0, len(list))
 	for i, e := range list {
-		s, err := asString(e)
+		x, err := item(e)
 		if err != nil {
 			return nil, fmt.Errorf("item %d: %w", i+1, err)
 		}
-		out = append(out, s)
+		out = append(out, x)
 	}
 	return out, nil
 }

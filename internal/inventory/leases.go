@@ -44,7 +44,7 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 	expires := now.Add(pool.LeaseTime)
 	// A lease keeps its address even past expiry (stable for the machine): allocation prunes expired
 	// leases whenever it hands out their address, so a lease still listed is still this MAC's own.
-	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 && pool.Contains(s.data.Leases[i].Address) {
+	if i := s.leaseIndex(mac); i >= 0 && pool.Contains(s.data.Leases[i].Address) {
 		allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
 		if bind {
 			delete(s.offered, mac)
@@ -61,7 +61,7 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 		if err != nil && allocated != 0 {
 			s.undoAllocation(l, allocated)
 		}
-		if !s.holds(mac, l.Address) {
+		if !s.LeasedTo(l.Address, mac) {
 			// The lease's allocation was never written and is taken back: allocate anew (that
 			// allocation returns its own write's error, so this recurses once at most).
 			return s.DiscoveryLeaseFrom(mac, pool, prefer, bind)
@@ -93,11 +93,9 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 	return l, true, preferred, nil
 }
 
-// holds reports whether mac still has its lease on a (not taken back after a failed write).
-func (s *Store) holds(mac string, a netip.Addr) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.ContainsFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && l.Address == a && !l.Declined })
+// leaseIndex returns the index of mac's discovery lease, expired or not, or -1. Callers hold s.mu.
+func (s *Store) leaseIndex(mac string) int {
+	return slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined })
 }
 
 // commitAllocation waits for new lease l (generation g) to be durable; when its write fails it
@@ -159,7 +157,7 @@ func (s *Store) renew(i int, expires time.Time, leaseTime time.Duration) (Lease,
 func (s *Store) LeaseOf(mac string) (Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined }); i >= 0 {
+	if i := s.leaseIndex(mac); i >= 0 {
 		return s.data.Leases[i], nil
 	}
 	return Lease{}, fmt.Errorf("lease of %s: %w", mac, ErrNotFound)
@@ -241,7 +239,7 @@ func (p Pool) Contains(a netip.Addr) bool {
 // Group-committed: on a failed write the change stays in memory (see Store).
 func (s *Store) ReleaseLease(mac string, declined bool, leaseTime time.Duration) error {
 	s.mu.Lock()
-	i := slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined })
+	i := s.leaseIndex(mac)
 	if i < 0 {
 		s.mu.Unlock()
 		return fmt.Errorf("lease of %s: %w", mac, ErrNotFound)
@@ -273,9 +271,7 @@ func (s *Store) HoldAddress(mac string, addr netip.Addr, leaseTime time.Duration
 // only if it is still free now (no unexpired lease, no node), and reports whether it did.
 func (s *Store) HoldFreeAddress(addr netip.Addr, leaseTime time.Duration) (bool, error) {
 	s.mu.Lock()
-	now := s.now()
-	if slices.ContainsFunc(s.data.Leases, func(l Lease) bool { return l.Address == addr && l.Expires.After(now) }) ||
-		slices.ContainsFunc(s.data.Nodes, func(n Node) bool { return n.Address == addr }) {
+	if _, used := s.holder(addr); used {
 		s.mu.Unlock()
 		return false, nil
 	}
@@ -305,6 +301,11 @@ func (s *Store) Leases() []Lease {
 func (s *Store) AddressHolder(a netip.Addr) (mac string, used bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.holder(a)
+}
+
+// holder is AddressHolder for callers that hold s.mu.
+func (s *Store) holder(a netip.Addr) (mac string, used bool) {
 	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Address == a }); i >= 0 {
 		return s.data.Nodes[i].MAC, true
 	}

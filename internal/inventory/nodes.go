@@ -184,9 +184,9 @@ func (s *Store) bind(req AssignRequest, m Machine) (Node, error) {
 func (s *Store) Unassign(name string) (Node, error) {
 	s.lockIdle()
 	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
-	if i < 0 {
-		return Node{}, fmt.Errorf("node %s: %w", name, ErrNotFound)
+	i, err := s.nodeIndex(name)
+	if err != nil {
+		return Node{}, err
 	}
 	old, n := s.data, s.data.Nodes[i]
 	s.data.Nodes = slices.Delete(slices.Clone(s.data.Nodes), i, i+1)
@@ -197,13 +197,21 @@ func (s *Store) Unassign(name string) (Node, error) {
 	return n, nil
 }
 
+// nodeIndex returns the index of node name, or ErrNotFound. Callers hold s.mu.
+func (s *Store) nodeIndex(name string) (int, error) {
+	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name }); i >= 0 {
+		return i, nil
+	}
+	return -1, fmt.Errorf("node %s: %w", name, ErrNotFound)
+}
+
 // SetState records that node name reached state st.
 func (s *Store) SetState(name string, st State) (Node, error) {
 	s.lockIdle()
 	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
-	if i < 0 {
-		return Node{}, fmt.Errorf("node %s: %w", name, ErrNotFound)
+	i, err := s.nodeIndex(name)
+	if err != nil {
+		return Node{}, err
 	}
 	n := &s.data.Nodes[i]
 	n.LastSeen = s.now()
@@ -237,9 +245,9 @@ func splitNumber(s string) (string, int) {
 func (s *Store) SetHardware(name string, hw Hardware) (Node, error) {
 	s.lockIdle()
 	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == name })
-	if i < 0 {
-		return Node{}, fmt.Errorf("node %s: %w", name, ErrNotFound)
+	i, err := s.nodeIndex(name)
+	if err != nil {
+		return Node{}, err
 	}
 	old := s.data
 	s.data.Nodes = slices.Clone(s.data.Nodes)

@@ -31,11 +31,12 @@ func MAC(addr netip.Addr) (string, error) {
 // lookup parses /proc/net/arp: "IP address HW type Flags HW address Mask Device". Flags 0x2
 // (ATF_COM) marks a complete entry; an incomplete one has a zero MAC.
 func lookup(r io.Reader, addr netip.Addr) (string, error) {
+	want := addr.String()
 	sc := bufio.NewScanner(r)
 	sc.Scan() // header
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 4 || f[0] != addr.String() {
+		if len(f) < 4 || f[0] != want {
 			continue
 		}
 		if f[2] == "0x0" || f[3] == "00:00:00:00:00:00" {
