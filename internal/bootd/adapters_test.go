@@ -153,3 +153,42 @@ func TestMachineRequestsComeFromTheirAddress(t *testing.T) {
 		})
 	}
 }
+
+// A name that leaves its machine (unassign, or --replace to other hardware) loses its SSH host
+// keys: the old machine held the private halves. Reassigning the same machine keeps them.
+func TestHostKeysFollowTheMachine(t *testing.T) {
+	d := testDaemon(t)
+	key := func() string {
+		t.Helper()
+		k, err := d.secrets.HostKeys("c4")
+		if err != nil || len(k) == 0 {
+			t.Fatalf("host keys of c4: %v %v", k, err)
+		}
+		return k[0].Public
+	}
+	assign := func(mac string, replace bool) {
+		t.Helper()
+		if _, _, err := d.inv.See(mac, inventory.Facts{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c4", MAC: mac, Replace: replace}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assign("52:54:00:00:00:04", false)
+	first := key()
+	if key() != first {
+		t.Fatal("host keys changed without a reassignment")
+	}
+	assign("52:54:00:00:00:05", true) // new hardware
+	second := key()
+	if second == first {
+		t.Fatal("c4 kept its host keys on new hardware")
+	}
+	if _, err := (controller{d}).Unassign("c4"); err != nil {
+		t.Fatal(err)
+	}
+	if key() == second {
+		t.Fatal("c4 kept its host keys after unassign")
+	}
+}
