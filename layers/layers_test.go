@@ -513,14 +513,7 @@ func TestStorageUnit(t *testing.T) {
 		}
 	}
 	for role, wantEnabled := range map[string]bool{"master": true, "compute": false} {
-		img, err := spec.LoadImage(filepath.Join("..", "images", role+".toml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := spec.Resolve(img, ".", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := rolePlan(t, role)
 		var enabled, installed bool
 		for _, l := range p.Layers {
 			enabled = enabled || slices.Contains(l.Services.Enable, "bootd-storage")
@@ -570,9 +563,8 @@ func TestUnitsVerify(t *testing.T) {
 	}
 }
 
-// unitRoot builds a root with the role image's units and executables and the host's stock
-// systemd units, and returns it with the names of the image's own units.
-func unitRoot(t *testing.T, role string) (string, []string) {
+// rolePlan loads ../images/<role>.toml and resolves it against these layers.
+func rolePlan(t *testing.T, role string) *spec.Plan {
 	t.Helper()
 	img, err := spec.LoadImage(filepath.Join("..", "images", role+".toml"))
 	if err != nil {
@@ -582,6 +574,14 @@ func unitRoot(t *testing.T, role string) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// unitRoot builds a root with the role image's units and executables and the host's stock
+// systemd units, and returns it with the names of the image's own units.
+func unitRoot(t *testing.T, role string) (string, []string) {
+	t.Helper()
+	p := rolePlan(t, role)
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "usr/lib"), 0o755); err != nil {
 		t.Fatal(err)

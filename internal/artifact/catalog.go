@@ -151,7 +151,7 @@ func (c *Catalog) lookup(name, version string) (*entry, error) {
 // cached entries of versions that have been removed.
 func (c *Catalog) versions(name string) ([]*entry, error) {
 	nameDir := filepath.Join(c.dir, name)
-	versions, err := readNames(nameDir)
+	versions, err := ReadNames(nameDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", nameDir, ErrNotFound)
 	}
@@ -187,9 +187,10 @@ func (c *Catalog) prune(nameDir string, present []string) {
 	}
 }
 
-// readNames lists the subdirectories of dir that are valid names; this skips
-// Write's hidden temp directories and anything else that is not a version.
-func readNames(dir string) ([]string, error) {
+// ReadNames lists the subdirectories of dir that are valid image or version
+// names; this skips Write's hidden temp directories and anything else that
+// is not an image or a version.
+func ReadNames(dir string) ([]string, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err

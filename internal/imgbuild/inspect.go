@@ -2,11 +2,9 @@ package imgbuild
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/resolve"
@@ -24,15 +22,9 @@ type Version struct {
 func List(outDir, name string) ([]Version, error) {
 	names := []string{name}
 	if name == "" {
-		entries, err := os.ReadDir(outDir)
-		if err != nil {
+		var err error
+		if names, err = artifact.ReadNames(outDir); err != nil {
 			return nil, err
-		}
-		names = names[:0]
-		for _, e := range entries {
-			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-				names = append(names, e.Name())
-			}
 		}
 	}
 	var out []Version
@@ -47,16 +39,13 @@ func List(outDir, name string) ([]Version, error) {
 }
 
 func versionsOf(dir string) ([]Version, error) {
-	entries, err := os.ReadDir(dir)
+	versions, err := artifact.ReadNames(dir) // skips .tmp- dirs, builds in progress
 	if err != nil {
 		return nil, err
 	}
 	var out []Version
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") { // .tmp- dirs are builds in progress
-			continue
-		}
-		img, err := artifact.Open(filepath.Join(dir, e.Name()))
+	for _, version := range versions {
+		img, err := artifact.Open(filepath.Join(dir, version))
 		v := Version{Image: img, Err: err}
 		if err == nil {
 			v.Err = img.Verify()
@@ -64,7 +53,7 @@ func versionsOf(dir string) ([]Version, error) {
 				v.Size += f.Size
 			}
 		} else {
-			v.Image = &artifact.Image{Dir: filepath.Join(dir, e.Name()), Manifest: artifact.Manifest{Name: filepath.Base(dir), Version: e.Name()}}
+			v.Image = &artifact.Image{Dir: filepath.Join(dir, version), Manifest: artifact.Manifest{Name: filepath.Base(dir), Version: version}}
 		}
 		out = append(out, v)
 	}

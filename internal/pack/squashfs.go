@@ -254,25 +254,6 @@ func shorten(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// ListSquashfs lists every path in the squashfs image at path, "/" first,
-// as unsquashfs -l prints them (sorted per directory).
-func ListSquashfs(ctx context.Context, path string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, "unsquashfs", "-l", "-d", "", path).Output()
-	if err != nil {
-		return nil, fmt.Errorf("list %s: unsquashfs: %w", path, exitDetail(err))
-	}
-	var paths []string
-	for line := range strings.Lines(string(out)) {
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" {
-			paths = append(paths, "/")
-		} else if strings.HasPrefix(line, "/") {
-			paths = append(paths, line)
-		}
-	}
-	return paths, nil
-}
-
 // exitDetail adds a failed command's stderr to its error.
 func exitDetail(err error) error {
 	var exit *exec.ExitError

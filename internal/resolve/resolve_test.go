@@ -2,7 +2,6 @@ package resolve_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -22,29 +20,11 @@ import (
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
-func needTools(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (rpm --root, dnf --installroot): run as root, as CI does")
-	}
-	for _, tool := range []string{"dnf", "rpm", "rpmbuild", "createrepo_c", testrepo.Busybox} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("needs %s: %v (scripts/setup-debian.sh installs it)", tool, err)
-		}
-	}
-}
-
 func quietLog() logrus.FieldLogger {
 	l := logrus.New()
 	l.SetOutput(&bytes.Buffer{})
 	l.SetLevel(logrus.DebugLevel) // run the logging code, print nothing
 	return l
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // fixture is a repository with a -> b -> bash (-> filesystem -> setup) and
@@ -57,7 +37,7 @@ func fixture(t *testing.T) string {
 		testrepo.Package{Name: "b", Version: "2.1", Requires: []string{"bash"}, Files: map[string]string{"/usr/share/b/hello": "b\n"}},
 		testrepo.Package{Name: "c", Files: map[string]string{"/usr/share/c/hello": "c\n"}},
 	)
-	if err := testrepo.Build(testCtx(t), repo, pkgs); err != nil {
+	if err := testrepo.Build(testrepo.Context(t), repo, pkgs); err != nil {
 		t.Fatal(err)
 	}
 	return repo
@@ -99,7 +79,7 @@ func fileHash(t *testing.T, p string) string {
 
 func lockFixture(t *testing.T, repo string) *resolve.LockFile {
 	t.Helper()
-	l, err := resolve.Lock(testCtx(t), request(repo, "a"), t.TempDir(), quietLog())
+	l, err := resolve.Lock(testrepo.Context(t), request(repo, "a"), t.TempDir(), quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +87,7 @@ func lockFixture(t *testing.T, repo string) *resolve.LockFile {
 }
 
 func TestLockSplitsLayers(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	repo := fixture(t)
 	l := lockFixture(t, repo)
 	want := []struct{ layer, pkgs string }{
@@ -147,7 +127,7 @@ func TestLockSplitsLayers(t *testing.T) {
 }
 
 func TestLockIsDeterministic(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	repo := fixture(t)
 	dir := t.TempDir()
 	var files [][]byte
@@ -179,9 +159,9 @@ func TestLockIsDeterministic(t *testing.T) {
 }
 
 func TestLockMissingPackage(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	repo := fixture(t)
-	_, err := resolve.Lock(testCtx(t), request(repo, "a", "nosuch"), t.TempDir(), quietLog())
+	_, err := resolve.Lock(testrepo.Context(t), request(repo, "a", "nosuch"), t.TempDir(), quietLog())
 	if err == nil {
 		t.Fatal("lock succeeded with a package no repo has")
 	}
@@ -206,11 +186,11 @@ func cacheFiles(t *testing.T, cache string) []string {
 }
 
 func TestFetch(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	repo := fixture(t)
 	l := lockFixture(t, repo)
 	cache := t.TempDir()
-	ctx := testCtx(t)
+	ctx := testrepo.Context(t)
 	var calls, lastDone, lastTotal int64
 	got, err := resolve.Fetch(ctx, l, nil, cache, func(done, total int64) { calls, lastDone, lastTotal = calls+1, done, total })
 	if err != nil {
@@ -248,7 +228,7 @@ func TestFetch(t *testing.T) {
 }
 
 func TestFetchRefusesChangedPackage(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	repo := fixture(t)
 	l := lockFixture(t, repo)
 	// The mirror's b no longer has the locked bytes.
@@ -260,7 +240,7 @@ func TestFetchRefusesChangedPackage(t *testing.T) {
 	f.Write([]byte("x"))
 	f.Close()
 	cache := t.TempDir()
-	_, err = resolve.Fetch(testCtx(t), l, nil, cache, nil)
+	_, err = resolve.Fetch(testrepo.Context(t), l, nil, cache, nil)
 	var mm *resolve.MismatchError
 	if !errors.As(err, &mm) {
 		t.Fatalf("err %v, want a sha256 mismatch", err)
@@ -281,7 +261,7 @@ func TestFetchRefusesChangedPackage(t *testing.T) {
 // TestFetchHTTPSiteOverride fetches from a loopback HTTP mirror given as
 // the repo's site baseurl, not the one in the lock.
 func TestFetchHTTPSiteOverride(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	repo := fixture(t)
 	l := lockFixture(t, repo)
 	mirror := filepath.Join(t.TempDir(), "mirror")
@@ -291,7 +271,7 @@ func TestFetchHTTPSiteOverride(t *testing.T) {
 	os.RemoveAll(filepath.Join(repo, "Packages")) // the lock's file:// url must not be used
 	srv := httptest.NewServer(http.FileServer(http.Dir(mirror)))
 	defer srv.Close()
-	got, err := resolve.Fetch(testCtx(t), l, map[string]string{"baseos": srv.URL + "/"}, t.TempDir(), nil)
+	got, err := resolve.Fetch(testrepo.Context(t), l, map[string]string{"baseos": srv.URL + "/"}, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,10 +284,10 @@ func TestFetchHTTPSiteOverride(t *testing.T) {
 // at the version the base layer locked; a package that needs the newer one
 // is an error, not a silent change to the base layer.
 func TestLockPinsEarlierLayers(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	repo := fixture(t)
 	updates := t.TempDir()
-	err := testrepo.Build(testCtx(t), updates, []testrepo.Package{
+	err := testrepo.Build(testrepo.Context(t), updates, []testrepo.Package{
 		{Name: "b", Version: "3.0", Requires: []string{"bash"}},
 		{Name: "d", Requires: []string{"b >= 3.0"}},
 	})
@@ -317,7 +297,7 @@ func TestLockPinsEarlierLayers(t *testing.T) {
 	req := request(repo, "a")
 	req.Layers[0].Packages = []string{"b"}
 	req.Layers[1].Repos = []rpmcmd.Repo{{ID: "updates", BaseURL: "file://" + updates}}
-	l, err := resolve.Lock(testCtx(t), req, t.TempDir(), quietLog())
+	l, err := resolve.Lock(testrepo.Context(t), req, t.TempDir(), quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +308,7 @@ func TestLockPinsEarlierLayers(t *testing.T) {
 		t.Errorf("app layer: %q, want only a", got)
 	}
 	req.Layers[1].Packages = []string{"d"}
-	_, err = resolve.Lock(testCtx(t), req, t.TempDir(), quietLog())
+	_, err = resolve.Lock(testrepo.Context(t), req, t.TempDir(), quietLog())
 	if err == nil || !strings.Contains(err.Error(), "layer app") {
 		t.Errorf("err %v, want a resolve failure of layer app", err)
 	}

@@ -6,12 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -19,29 +17,11 @@ import (
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
-func needTools(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (rpm --root runs scriptlets in a chroot), as CI has")
-	}
-	for _, tool := range []string{"dnf", "rpm", "rpmbuild", "createrepo_c", testrepo.Busybox} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("needs %s: %v (scripts/setup-debian.sh installs it)", tool, err)
-		}
-	}
-}
-
 func quietLog() logrus.FieldLogger {
 	l := logrus.New()
 	l.SetOutput(&bytes.Buffer{})
 	l.SetLevel(logrus.DebugLevel)
 	return l
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // fixture builds a repo where a's %post runs in the image: a -> b -> bash.
@@ -52,7 +32,7 @@ func fixture(t *testing.T) (string, []string) {
 	a.Scripts.Post = "echo post-a > /var/lib/post-a\nwc -c /usr/share/a/hello >> /var/lib/post-a"
 	pkgs := append(testrepo.Standins([]string{"bash", "munge"}, testrepo.KernelFiles{}), a,
 		testrepo.Package{Name: "b", Requires: []string{"bash"}, Files: map[string]string{"/usr/share/b/hello": "b\n"}})
-	if err := testrepo.Build(testCtx(t), repo, pkgs); err != nil {
+	if err := testrepo.Build(testrepo.Context(t), repo, pkgs); err != nil {
 		t.Fatal(err)
 	}
 	files, err := filepath.Glob(filepath.Join(repo, "Packages", "*", "*.rpm"))
@@ -75,7 +55,7 @@ func sum(t *testing.T, p string) string {
 func queryAll(t *testing.T, root string) string {
 	t.Helper()
 	env := &rpmcmd.Env{Root: root, WorkDir: t.TempDir(), Log: quietLog()}
-	out, err := env.RPM(testCtx(t), "-qa", "--qf", "%{NAME}\n")
+	out, err := env.RPM(testrepo.Context(t), "-qa", "--qf", "%{NAME}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +65,7 @@ func queryAll(t *testing.T, root string) string {
 }
 
 func TestInstallFiles(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	_, files := fixture(t)
 	var dbs []string
 	for i := 0; i < 2; i++ {
@@ -96,7 +76,7 @@ func TestInstallFiles(t *testing.T) {
 			sort.Sort(sort.Reverse(sort.StringSlice(given)))
 		}
 		opt := rpmcmd.InstallOptions{WorkDir: t.TempDir(), SourceDateEpoch: 1700000000, Log: quietLog()}
-		if err := rpmcmd.InstallFiles(testCtx(t), root, given, opt); err != nil {
+		if err := rpmcmd.InstallFiles(testrepo.Context(t), root, given, opt); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := queryAll(t, root), "a b bash filesystem munge setup"; got != want {
@@ -131,7 +111,7 @@ func TestInstallFiles(t *testing.T) {
 }
 
 func TestInstallFilesRefusesIncompleteSet(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	_, files := fixture(t)
 	var noB []string
 	for _, f := range files {
@@ -139,7 +119,7 @@ func TestInstallFilesRefusesIncompleteSet(t *testing.T) {
 			noB = append(noB, f)
 		}
 	}
-	err := rpmcmd.InstallFiles(testCtx(t), t.TempDir(), noB, rpmcmd.InstallOptions{})
+	err := rpmcmd.InstallFiles(testrepo.Context(t), t.TempDir(), noB, rpmcmd.InstallOptions{})
 	if err == nil || !strings.Contains(err.Error(), "b is needed by a") {
 		t.Errorf("err %v, want rpm's dependency failure", err)
 	}
@@ -148,7 +128,7 @@ func TestInstallFilesRefusesIncompleteSet(t *testing.T) {
 // TestDNFInstall installs with dnf from the generated configuration, as an
 // image build could, and checks that nothing of the host leaked in.
 func TestDNFInstall(t *testing.T) {
-	needTools(t)
+	testrepo.NeedTools(t, "dnf")
 	repo, _ := fixture(t)
 	root := t.TempDir()
 	env := &rpmcmd.Env{
@@ -156,7 +136,7 @@ func TestDNFInstall(t *testing.T) {
 		SourceDateEpoch: 1700000000,
 		Repos:           []rpmcmd.Repo{{ID: "baseos", Name: "BaseOS", BaseURL: "file://" + repo}},
 	}
-	if _, err := env.DNF(testCtx(t), "install", "a"); err != nil {
+	if _, err := env.DNF(testrepo.Context(t), "install", "a"); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := queryAll(t, root), "a b bash filesystem setup"; got != want {
@@ -165,7 +145,7 @@ func TestDNFInstall(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, rpmcmd.DBPath, "rpmdb.sqlite")); err != nil {
 		t.Errorf("rpm database not in %s: %v", rpmcmd.DBPath, err)
 	}
-	_, err := env.DNF(testCtx(t), "install", "nosuch")
+	_, err := env.DNF(testrepo.Context(t), "install", "nosuch")
 	if err == nil || !strings.Contains(err.Error(), "Unable to find a match: nosuch") {
 		t.Errorf("err %v, want dnf's reason in it", err)
 	}

@@ -3,7 +3,6 @@ package testrepo_test
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -15,31 +14,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
-
-// needTools skips unless the test runs as root with the RPM tools, as it
-// does on the build machines and in CI.
-func needTools(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (rpm --root, chroot): run as root, as CI does")
-	}
-	for _, tool := range []string{"rpmbuild", "createrepo_c", "rpm", testrepo.Busybox} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("needs %s: %v (scripts/setup-debian.sh installs it)", tool, err)
-		}
-	}
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 var serviceNames = []string{"bash", "dracut", "kernel", "munge", "slurm-slurmd", "chrony", "hello", "curl", "systemd"}
 
@@ -76,8 +54,8 @@ func hostKernel(t *testing.T) testrepo.KernelFiles {
 }
 
 func TestBuildIsReproducible(t *testing.T) {
-	needTools(t)
-	ctx := testCtx(t)
+	testrepo.NeedTools(t)
+	ctx := testrepo.Context(t)
 	pkgs := testrepo.Standins(serviceNames, hostKernel(t))
 	a, b := t.TempDir(), t.TempDir()
 	for _, dir := range []string{a, b} {
@@ -119,8 +97,8 @@ func allRPMs(t *testing.T, repo string) []string {
 // TestStandinsInstallAndRun installs every stand-in into a root with the
 // real rpm and runs what the image build runs inside it.
 func TestStandinsInstallAndRun(t *testing.T) {
-	needTools(t)
-	ctx := testCtx(t)
+	testrepo.NeedTools(t)
+	ctx := testrepo.Context(t)
 	k := hostKernel(t)
 	repo := t.TempDir()
 	if err := testrepo.Build(ctx, repo, testrepo.Standins(serviceNames, k)); err != nil {

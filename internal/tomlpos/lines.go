@@ -123,6 +123,15 @@ func (s *scanner) recordPath(path string, line int) {
 	}
 }
 
+// keyPath extends path by a dotted key's parts, noting line for each.
+func (s *scanner) keyPath(path string, key toml.Key, line int) string {
+	for _, part := range key {
+		path = joinPath(path, part)
+		s.recordPath(path, line)
+	}
+	return path
+}
+
 // header reads [table] or [[array.of.tables]] and returns the table's key
 // and path.
 func (s *scanner) header() (toml.Key, string) {
@@ -174,10 +183,7 @@ func (s *scanner) keyval(table toml.Key, path string) {
 	key := s.key()
 	k := join(table, key)
 	s.record(k, line)
-	for _, part := range key {
-		path = joinPath(path, part)
-		s.recordPath(path, line)
-	}
+	path = s.keyPath(path, key, line)
 	s.skip(false)
 	s.accept('=')
 	s.value(k, path)
@@ -318,11 +324,7 @@ func (s *scanner) inline(k toml.Key, path string) {
 		} else {
 			s.record(sub, line)
 		}
-		subPath := path
-		for _, part := range key {
-			subPath = joinPath(subPath, part)
-			s.recordPath(subPath, line)
-		}
+		subPath := s.keyPath(path, key, line)
 		s.skip(false)
 		s.accept('=')
 		s.value(sub, subPath)

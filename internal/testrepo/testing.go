@@ -1,0 +1,31 @@
+package testrepo
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// NeedTools fails t unless it runs as root with rpmbuild, createrepo_c, rpm,
+// busybox and the extra tools on PATH, as on the build machines and in CI.
+func NeedTools(t testing.TB, extra ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (rpm --root, dnf --installroot and scriptlets chroot): run as root, as CI does")
+	}
+	for _, tool := range append([]string{"rpmbuild", "createrepo_c", "rpm", Busybox}, extra...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("needs %s: %v (scripts/setup-debian.sh installs it)", tool, err)
+		}
+	}
+}
+
+// Context returns a context for t's builds and installs: it ends after three
+// minutes or when t's cleanups run.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
