@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/ctl"
 )
 
@@ -26,12 +27,12 @@ c4 keeps its address and role; the old MAC is forgotten.
 `
 
 func runAssign(args []string) error {
-	fs := newFlagSet("assign", assignHelp)
+	fs := cli.NewFlagSet("assign", assignHelp)
 	var cf clientFlags
 	cf.register(fs)
 	mac := fs.String("mac", "", "MAC of the waiting machine (needed when several wait)")
 	replace := fs.Bool("replace", false, "move NAME to this machine even though NAME is already bound (replaced hardware)")
-	rest, err := parseInterleaved(fs, args)
+	rest, err := cli.ParseInterleaved(fs, args)
 	if err != nil {
 		return usageErr(err)
 	}

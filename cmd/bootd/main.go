@@ -65,30 +65,3 @@ func main() {
 }
 
 func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "help" || s == "-help" }
-
-// parseInterleaved parses flags that may come before or after positional arguments
-// ("assign c4 --mac X" as well as "assign --mac X c4"), which the flag package alone does not.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return positional, nil
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
-	}
-}
-
-func newFlagSet(name, help string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), help)
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	return fs
-}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/inventory"
 )
@@ -22,11 +23,11 @@ from its address), ready (reported its hardware: CPUs, memory, GPUs, as Slurm wi
 `
 
 func runNodes(args []string) error {
-	fs := newFlagSet("nodes", nodesHelp)
+	fs := cli.NewFlagSet("nodes", nodesHelp)
 	var cf clientFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the inventory as JSON")
-	rest, err := parseInterleaved(fs, args)
+	rest, err := cli.ParseInterleaved(fs, args)
 	if err != nil {
 		return usageErr(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/bootd"
+	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/config"
 )
 
@@ -25,7 +26,7 @@ the subnet (it is bootd's own address). Flags override the config file.
 `
 
 func runServe(args []string) error {
-	fs := newFlagSet("serve", serveHelp)
+	fs := cli.NewFlagSet("serve", serveHelp)
 	var (
 		configPath = fs.String("config", "", "TOML config file (optional; unknown keys are errors)")
 		iface      = fs.String("interface", "", "the one interface to serve on, e.g. eth1")
@@ -35,7 +36,7 @@ func runServe(args []string) error {
 		logFormat  = fs.String("log-format", "", "text or json (json suits journald and CI)")
 		debug      = fs.Bool("debug", false, "log every DHCP exchange and transfer detail")
 	)
-	rest, err := parseInterleaved(fs, args)
+	rest, err := cli.ParseInterleaved(fs, args)
 	if err != nil {
 		return usageErr(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/labcluster/gpucluster/internal/cli"
 )
 
 const unassignHelp = `Usage: bootd unassign NAME
@@ -11,10 +12,10 @@ waits to be named again. The running node is not touched.
 `
 
 func runUnassign(args []string) error {
-	fs := newFlagSet("unassign", unassignHelp)
+	fs := cli.NewFlagSet("unassign", unassignHelp)
 	var cf clientFlags
 	cf.register(fs)
-	rest, err := parseInterleaved(fs, args)
+	rest, err := cli.ParseInterleaved(fs, args)
 	if err != nil {
 		return usageErr(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
 )
 
@@ -18,7 +19,7 @@ Default version: today's date and a counter, e.g. 2026.11.21-1.
 `
 
 func runBuild(ctx context.Context, args []string) error {
-	fs := newFlagSet("build", buildHelp)
+	fs := cli.NewFlagSet("build", buildHelp)
 	var c common
 	c.register(fs)
 	version := fs.String("version", "", "version name (default YYYY.MM.DD-N)")

@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/term"
 
+	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
 )
 
@@ -47,30 +48,14 @@ func (c *common) options() (imgbuild.Options, error) {
 	return o, nil
 }
 
-func newFlagSet(name, help string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), help)
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
 // parse parses flags placed before or after the positional arguments, and wants n of them.
 func parse(fs *flag.FlagSet, args []string, n int, what string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, errUsage
-		}
-		if args = fs.Args(); len(args) == 0 {
-			break
-		}
-		pos, args = append(pos, args[0]), args[1:]
+	pos, err := cli.ParseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, errUsage
 	}
 	if n >= 0 && len(pos) != n {
 		return nil, fmt.Errorf("%w: want %s", errUsage, what)

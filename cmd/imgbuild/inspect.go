@@ -6,6 +6,7 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
 )
 
@@ -16,7 +17,7 @@ verified the way bootd verifies it (sizes and sha256 of every file).
 `
 
 func runList(ctx context.Context, args []string) error {
-	fs := newFlagSet("list", listHelp)
+	fs := cli.NewFlagSet("list", listHelp)
 	var c common
 	c.register(fs)
 	pos, err := parse(fs, args, -1, "")
@@ -53,7 +54,7 @@ NAME, read from the locks the versions carry.
 `
 
 func runDiff(ctx context.Context, args []string) error {
-	fs := newFlagSet("diff", diffHelp)
+	fs := cli.NewFlagSet("diff", diffHelp)
 	var c common
 	c.register(fs)
 	pos, err := parse(fs, args, 3, "NAME A B: imgbuild diff compute 2026.11.20-1 2026.11.21-1")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
 )
 
@@ -16,7 +17,7 @@ recorded in the lock as the time every build of it stamps (default: the last com
 `
 
 func runLock(ctx context.Context, args []string) error {
-	fs := newFlagSet("lock", lockHelp)
+	fs := cli.NewFlagSet("lock", lockHelp)
 	var c common
 	c.register(fs)
 	pos, err := parse(fs, args, 1, "one image file: imgbuild lock images/compute.toml")
