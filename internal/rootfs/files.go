@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -87,7 +86,7 @@ func setServices(ctx context.Context, tree string, s spec.Services) error {
 			continue
 		}
 		args := append([]string{"--root=" + tree, "--no-reload", verb}, units...)
-		if out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput(); err != nil {
+		if out, err := command(ctx, "systemctl", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("systemctl %s %s: %w: %s", verb, strings.Join(units, " "), err, strings.TrimSpace(string(out)))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,11 +25,25 @@ func CleanStale(dir, prefix string) error {
 		if err := unmountUnder(s); err != nil {
 			return err
 		}
-		if err := os.RemoveAll(s); err != nil {
+		if err := removeAll(s); err != nil {
 			return fmt.Errorf("remove stale %s: %w", s, err)
 		}
 	}
 	return nil
+}
+
+// removeAll removes dir, trying again for a moment when files appear while it does: the killed
+// build's children die with it (Pdeathsig), but a grandchild (an rpm scriptlet) may still be
+// finishing a write.
+func removeAll(dir string) error {
+	var err error
+	for range 20 {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // unmountUnder detaches every mount point at or below dir, deepest first.

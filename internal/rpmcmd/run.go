@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/sirupsen/logrus"
 )
@@ -40,6 +41,9 @@ func environ(home string, sourceDateEpoch int64) []string {
 func run(ctx context.Context, log logrus.FieldLogger, name string, args, env []string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
+	// dnf and rpm die with imgbuild: a killed build must not leave them writing into a tree that
+	// the next build, holding the cache lock, is removing (rootfs.CleanStale).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
