@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -46,6 +47,7 @@ type clientSpec struct {
 type clientResult struct {
 	DHCP                 time.Duration // DISCOVER sent .. ACK received
 	Offer                time.Duration // DISCOVER sent .. OFFER received
+	DiscoverAt, AckAt    time.Time
 	TFTPStart, TFTPEnd   time.Time
 	TFTPBytes            int64
 	HTTPStart, HTTPEnd   time.Time
@@ -79,14 +81,26 @@ func (c *client) prepare() error {
 	})
 }
 
+// closeDHCP closes the DHCP socket prepare opened. storm calls it once every machine is done:
+// closing a packet socket waits for an RCU grace period (packet_release: synchronize_net), ms
+// in which the closing thread keeps its P, so closing right after the ACK held back the
+// other machines' ACKs (two closes at once held both Ps until sysmon took them back, 10-20 ms).
+// Until then the chaddr filter drops the socket's share of the downloads in the kernel.
+func (c *client) closeDHCP() {
+	if c.dhcp != nil {
+		c.dhcp.Close()
+		c.dhcp = nil
+	}
+}
+
 // run boots the client once: DHCP as a BIOS PXE ROM, TFTP of the boot file it was given, then
-// HTTP of kernel, initramfs and root image. It closes the DHCP socket as soon as the ACK is in:
-// a raw packet socket sees every IP packet on the interface, the downloads included.
+// HTTP of kernel, initramfs and root image.
 func (c *client) run(ctx context.Context, spec clientSpec) (r clientResult) {
 	r.Start = time.Now()
 	defer func() { r.End = time.Now() }()
 
 	t0 := time.Now()
+	r.DiscoverAt = t0
 	mods := pxeModifiers(c.mac)
 	offer, err := c.dhcp.DiscoverOffer(ctx, mods...)
 	r.Offer = time.Since(t0)
@@ -94,8 +108,8 @@ func (c *client) run(ctx context.Context, spec clientSpec) (r clientResult) {
 	if err == nil {
 		lease, err = c.dhcp.RequestFromOffer(ctx, offer, mods...)
 	}
-	r.DHCP = time.Since(t0)
-	c.dhcp.Close()
+	r.AckAt = time.Now()
+	r.DHCP = r.AckAt.Sub(t0)
 	if err != nil {
 		r.Err = fmt.Errorf("dhcp: %w", err)
 		return r
@@ -256,6 +270,9 @@ func (c *client) httpGet(ctx context.Context, hc *http.Client, url string, f htt
 		if err != nil {
 			return n, err
 		}
+		// Each machine is a separate PC: its download must not hold one of this process's Ps
+		// for the runtime's 10 ms time slice while another machine's TFTP ACK waits to be sent.
+		runtime.Gosched()
 	}
 	if n != f.Size {
 		return n, fmt.Errorf("got %d bytes, want %d", n, f.Size)

@@ -52,6 +52,7 @@ func main() {
 		out       = flag.String("out", "", "also write the Markdown report to this file")
 		ping      = flag.Bool("dnsmasq-ping", false, "leave dnsmasq's ICMP check before an offer on (3 s per new client, serial)")
 		keep      = flag.Bool("keep", false, "keep the work directory (logs of every server) instead of removing it")
+		pcap      = flag.String("pcap", "", "record each storm's DHCP, TFTP and ARP packets on the bridge (tcpdump) into this directory, as N<n>-<server>.pcap")
 	)
 	flag.Parse()
 	sizes, err := parseSizes(*ns)
@@ -64,7 +65,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, keep: *keep, ping: *ping})
+	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, keep: *keep, ping: *ping, pcap: *pcap})
 	if report != "" {
 		fmt.Print(report)
 		if *out != "" {
@@ -85,6 +86,7 @@ type options struct {
 	rootfs int64
 	keep   bool
 	ping   bool
+	pcap   string // directory for per-storm packet captures, or ""
 }
 
 func parseSizes(s string) ([]int, error) {
@@ -182,7 +184,7 @@ func run(ctx context.Context, o options) (report string, err error) {
 			if err := ctx.Err(); err != nil {
 				return res.markdown(), err
 			}
-			r, err := storm(ctx, lab, s, clients[:n], spec)
+			r, err := storm(ctx, lab, s, clients[:n], spec, o.pcap)
 			if err != nil {
 				return res.markdown(), fmt.Errorf("N=%d %s: %w", n, s.Name(), err)
 			}
@@ -290,16 +292,30 @@ func addClients(ctx context.Context, lab *vlab.Lab, n int) ([]*client, error) {
 }
 
 // storm boots the clients at once against a freshly started s and measures.
-func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec clientSpec) (round, error) {
+func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec clientSpec, pcapDir string) (round, error) {
 	r := round{server: s.Name(), n: len(clients), load: loadavg()}
 	if err := resetClients(ctx, lab, clients); err != nil {
 		return r, err
+	}
+	if pcapDir != "" {
+		base := filepath.Join(pcapDir, fmt.Sprintf("N%d-%s", len(clients), strings.ReplaceAll(s.Name(), "+", "-")))
+		stopCapture, err := capture(ctx, lab, base+".pcap")
+		if err != nil {
+			return r, err
+		}
+		defer stopCapture()
+		defer func() { _ = os.WriteFile(base+".timeline", []byte(r.timeline()), 0o644) }()
 	}
 	if err := s.Start(ctx); err != nil {
 		s.Stop()
 		return r, err
 	}
 	defer s.Stop()
+	defer func() {
+		for _, c := range clients {
+			c.closeDHCP()
+		}
+	}()
 	for _, c := range clients {
 		if err := c.prepare(); err != nil {
 			return r, err

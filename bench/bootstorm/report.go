@@ -134,6 +134,24 @@ func (r round) summary() string {
 	return s
 }
 
+// timeline is every client's events in microseconds since the barrier, with the barrier's wall
+// clock time, to lay beside a packet capture (tcpdump -tt prints the same clock).
+func (r round) timeline() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# barrier %d.%06d; µs since: discover offer ack tftp-start tftp-end http-start end leased mac-index\n", r.t0.Unix(), r.t0.Nanosecond()/1000)
+	us := func(t time.Time) int64 {
+		if t.IsZero() {
+			return -1
+		}
+		return t.Sub(r.t0).Microseconds()
+	}
+	for i, c := range r.clients {
+		fmt.Fprintf(&b, "%d %d %d %d %d %d %d %s %d\n", us(c.DiscoverAt), us(c.DiscoverAt.Add(c.Offer)), us(c.AckAt),
+			us(c.TFTPStart), us(c.TFTPEnd), us(c.HTTPStart), us(c.End), c.LeasedIP, i)
+	}
+	return b.String()
+}
+
 func ms(d time.Duration) string  { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 func mib(b int64) float64        { return float64(b) / (1 << 20) }
 func ratio(a, b float64) float64 { return a / b }

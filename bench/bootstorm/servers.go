@@ -308,3 +308,25 @@ func vmHWM(pid int) int64 {
 	}
 	return 0
 }
+
+// capture runs tcpdump on the lab's bridge into file until the returned stop is called: the
+// storm's DHCP, TFTP and ARP packets (first 400 bytes: DHCP in full), for reading a slow figure packet by packet.
+func capture(ctx context.Context, lab *vlab.Lab, file string) (stopCapture func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, err
+	}
+	// TFTP data flows between ephemeral ports, so the filter takes all of UDP but HTTP's TCP.
+	p, err := lab.Start(ctx, file+".log", "tcpdump", "-i", lab.Bridge, "-n", "-U", "-s", "400", "-B", "16384",
+		"-w", file, "arp or udp")
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, 5*time.Second, p, func() bool {
+		b, _ := os.ReadFile(file + ".log")
+		return strings.Contains(string(b), "listening on")
+	}); err != nil {
+		stop(p)
+		return nil, fmt.Errorf("tcpdump did not start: %w: %s", err, vlab.TailFile(file+".log", 5))
+	}
+	return func() { stop(p) }, nil
+}
