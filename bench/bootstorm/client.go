@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -270,9 +269,6 @@ func (c *client) httpGet(ctx context.Context, hc *http.Client, url string, f htt
 		if err != nil {
 			return n, err
 		}
-		// Each machine is a separate PC: its download must not hold one of this process's Ps
-		// for the runtime's 10 ms time slice while another machine's TFTP ACK waits to be sent.
-		runtime.Gosched()
 	}
 	if n != f.Size {
 		return n, fmt.Errorf("got %d bytes, want %d", n, f.Size)

@@ -34,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,9 @@ func main() {
 	)
 	flag.Parse()
 	sizes, err := parseSizes(*ns)
+	if err == nil {
+		schedulePerMachine(sizes)
+	}
 	if err == nil {
 		err = checkEnv(*bootdBin)
 	}
@@ -87,6 +91,15 @@ type options struct {
 	keep   bool
 	ping   bool
 	pcap   string // directory for per-storm packet captures, or ""
+}
+
+// schedulePerMachine gives the process a P per machine (and some for the rest): the machines are
+// separate PCs, so the kernel must share the CPUs between them as between processes. With a P
+// per core, one machine's download loop (which seldom blocks) keeps its P for Go's 10 ms time
+// slice while another machine's TFTP ACK or DHCP REQUEST waits for it, and the figures measure
+// the client's scheduler, not the server.
+func schedulePerMachine(sizes []int) {
+	runtime.GOMAXPROCS(max(runtime.NumCPU(), slices.Max(sizes)+8))
 }
 
 func parseSizes(s string) ([]int, error) {
