@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/labcluster/gpucluster/internal/tftpd"
 )
 
 const usage = `bootd netboots a lab's PCs into a cluster: DHCP, TFTP and HTTP on one interface.
@@ -34,6 +36,8 @@ var commands = map[string]func(args []string) error{
 	"nodes":    runNodes,
 	"assign":   runAssign,
 	"unassign": runUnassign,
+	// Not in the usage: bootd serve runs it as its TFTP process.
+	tftpd.WorkerCommand: tftpd.RunWorker,
 }
 
 func main() {

@@ -46,6 +46,16 @@ type Server struct {
 // New returns a Server for root, the iPXE directory. It fails if root holds
 // none of the Allowed files, since bootd could then boot nothing.
 func New(root string, log logrus.FieldLogger) (*Server, error) {
+	found, err := servable(root, log)
+	if err != nil {
+		return nil, err
+	}
+	log.WithFields(logrus.Fields{"dir": root, "files": strings.Join(found, ",")}).Info("tftp files available")
+	return &Server{root: root, log: log}, nil
+}
+
+// servable lists the Allowed files root holds, warning about any present but refused.
+func servable(root string, log logrus.FieldLogger) ([]string, error) {
 	var found []string
 	for _, name := range Allowed {
 		f, _, err := open(root, name)
@@ -63,8 +73,7 @@ func New(root string, log logrus.FieldLogger) (*Server, error) {
 	if len(found) == 0 {
 		return nil, fmt.Errorf("tftp: %s holds none of %s", root, strings.Join(Allowed, ", "))
 	}
-	log.WithFields(logrus.Fields{"dir": root, "files": strings.Join(found, ",")}).Info("tftp files available")
-	return &Server{root: root, log: log}, nil
+	return found, nil
 }
 
 // Serve listens on addr (e.g. "10.80.0.1:69", or "127.0.0.1:0" in tests)
@@ -84,6 +93,10 @@ func (s *Server) Serve(ctx context.Context, addr string) error {
 
 // ServeConn is Serve on a socket the caller has bound. It closes conn.
 func (s *Server) ServeConn(ctx context.Context, conn *net.UDPConn) error {
+	return s.serveConn(ctx, conn, true)
+}
+
+func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn, announce bool) error {
 	s.mu.Lock()
 	s.addr = conn.LocalAddr()
 	s.mu.Unlock()
@@ -96,7 +109,9 @@ func (s *Server) ServeConn(ctx context.Context, conn *net.UDPConn) error {
 	// still caps them, and it fits a 1500-byte link.
 	ts.SetBlockSizeNegotiation(false)
 	ts.SetHook(hook{s.log})
-	s.log.WithField("addr", conn.LocalAddr().String()).Info("tftp listening")
+	if announce {
+		s.log.WithField("addr", conn.LocalAddr().String()).Info("tftp listening")
+	}
 
 	done := make(chan error, 1)
 	go func() { done <- ts.Serve(plainConn{conn}) }()
@@ -154,7 +169,7 @@ func (s *Server) read(path string, rf io.ReaderFrom) error {
 }
 
 func logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
-	log = log.WithFields(logrus.Fields{"bytes": n, "duration": d.Round(time.Millisecond)})
+	log = log.WithFields(logrus.Fields{"bytes": n, "duration": d.Round(time.Millisecond).String()}) // a string: it crosses the worker's JSON log intact
 	switch {
 	case err == nil:
 		log.Info("tftp transfer done")
@@ -203,6 +218,6 @@ func (h hook) fields(st tftp.TransferStats) logrus.FieldLogger {
 		"tsize":    st.Opts["tsize"],
 		"sent":     st.DatagramsSent,
 		"acked":    st.DatagramsAcked,
-		"duration": st.Duration.Round(time.Millisecond),
+		"duration": st.Duration.Round(time.Millisecond).String(),
 	})
 }
