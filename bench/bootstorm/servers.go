@@ -47,7 +47,8 @@ type server interface {
 	Stop()
 }
 
-// bootdServer is `bootd serve` on the lab's bridge: DHCP, TFTP and HTTP in one process.
+// bootdServer is `bootd serve` on the lab's bridge: DHCP and HTTP in one process, TFTP in its
+// worker process (same process group: the figures count both).
 type bootdServer struct {
 	lab  *vlab.Lab
 	bin  string

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,6 +24,9 @@ import (
 // TestMain lets the test binary stand in for bootd: run as `<test binary> tftp-worker ...`, it
 // is a TFTP worker, as bootd is when its serve command starts one.
 func TestMain(m *testing.M) {
+	if addr := os.Getenv("TFTPD_TEST_PARENT"); addr != "" && os.Args[1] != WorkerCommand {
+		serveAsTestParent(addr, os.Getenv("TFTPD_TEST_ROOT"))
+	}
 	if len(os.Args) > 1 && os.Args[1] == WorkerCommand {
 		if err := RunWorker(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -48,6 +54,7 @@ func TestParseEntry(t *testing.T) {
 		{"unknown level", `{"level":"loud","msg":"x"}`, false, 0, "", ""},
 		{"message not text", `{"level":"info","msg":3}`, false, 0, "", ""},
 		{"empty", ``, false, 0, "", ""},
+		{"trailing junk", `{"level":"info","msg":"x"} {"level":"error","msg":"y"}`, false, 0, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,15 +275,36 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	if err := os.WriteFile(exe, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Links from a root-only directory to files anyone may read: the worker walks the directory.
+	links := t.TempDir()
+	for name := range content {
+		if err := os.Symlink(filepath.Join(open, name), filepath.Join(links, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(links, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A binary whose start fails for nobody in a way no permission bit shows.
+	rootOnly := filepath.Join(open, "bootd-root-only")
+	if err := os.WriteFile(rootOnly, []byte("#!/bin/sh\n[ \"$(id -u)\" = 0 ] || exit 3\nexec "+exe+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	restore := restartDelay
+	restartDelay = 10 * time.Millisecond
+	t.Cleanup(func() { restartDelay = restore })
 	tests := []struct {
-		name, root, uid, user string
+		name, exe, root, uid, user string
+		fallback                   bool // the first start as nobody fails, the next runs as root
 	}{
-		{"world-readable files", open, "65534", "nobody"},
-		{"a root-only directory", closed, "0", "root: " + closed + " is not readable by other users, so nobody could not serve it"},
+		{"world-readable files", exe, open, "65534", "nobody", false},
+		{"a root-only directory", exe, closed, "0", "root: " + closed + " is not readable by other users, so nobody could not serve it", false},
+		{"links out of a root-only directory", exe, links, "0", "root: " + links + " is not readable by other users, so nobody could not serve it", false},
+		{"a start that fails for nobody", rootOnly, open, "0", "nobody", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addr, hook, stop := startWorker(t, exe, tt.root)
+			addr, hook, stop := startWorker(t, tt.exe, tt.root)
 			defer func() {
 				if t.Failed() {
 					for _, e := range hook.AllEntries() {
@@ -307,9 +335,183 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 			if e := hasEntry(hook, logrus.InfoLevel, "tftp listening (in its own process)"); e == nil || e.Data["user"] != tt.user {
 				t.Errorf("listening entry = %v, want user %q", e, tt.user)
 			}
+			if fell := hasEntry(hook, logrus.WarnLevel, "tftp worker could not start as nobody; running it as bootd's own user") != nil; fell != tt.fallback {
+				t.Errorf("fell back to root: %v, want %v", fell, tt.fallback)
+			}
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
+}
+
+// TestRelayLog: what the worker writes reaches bootd's log as bootd's own entries, and nothing
+// it writes can pass for another part of bootd, raise a level above error, or stop the relay.
+func TestRelayLog(t *testing.T) {
+	long := `{"level":"info","msg":"` + strings.Repeat("x", maxLogLine) + `"}`
+	tests := []struct {
+		name  string
+		input string
+		want  []string // level msg listener [extra field=value]
+		ready int
+	}{
+		{"entries keep level and fields, listener stays bootd's",
+			`{"level":"info","msg":"tftp transfer done","file":"undionly.kpxe","listener":"dhcp","time":"t"}` + "\n" +
+				`{"level":"debug","msg":"stats"}` + "\n",
+			[]string{"info tftp transfer done tftp file=undionly.kpxe", "debug stats tftp"}, 0},
+		{"levels above error are capped", `{"level":"panic","msg":"boom"}` + "\n" + `{"level":"fatal","msg":"bang"}` + "\n",
+			[]string{"error boom tftp", "error bang tftp"}, 0},
+		{"the ready entry is a signal, once", `{"level":"info","msg":"tftp worker ready","tftp_worker_ready":true}` + "\n" +
+			`{"level":"info","msg":"tftp worker ready","tftp_worker_ready":true}` + "\n", nil, 1},
+		{"a panic is relayed as an error", "panic: runtime error\n\ngoroutine 1 [running]:\n",
+			[]string{"error tftp worker wrote an unexpected line tftp worker_output=panic: runtime error", "error tftp worker wrote an unexpected line tftp worker_output=goroutine 1 [running]:"}, 0},
+		{"a line too long is cut, and the relay goes on", long + "\n" + `{"level":"warning","msg":"after"}` + "\n",
+			[]string{"error tftp worker wrote an unexpected line tftp cut=true", "warning after tftp"}, 0},
+		{"a last line without its newline", `{"level":"info","msg":"last"}`, []string{"info last tftp"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, hook := logtest.NewNullLogger()
+			base.SetLevel(logrus.DebugLevel)
+			log := base.WithField("listener", "tftp")
+			readies := 0
+			relayLog(strings.NewReader(tt.input), log, reservedKeys(log), func() { readies++ })
+			var got []string
+			for _, e := range hook.AllEntries() {
+				line := fmt.Sprintf("%s %s %v", e.Level, e.Message, e.Data["listener"])
+				for _, k := range []string{"file", "worker_output", "cut"} {
+					if v, ok := e.Data[k]; ok && v != false {
+						line += fmt.Sprintf(" %s=%v", k, v)
+					}
+				}
+				if k := "worker_output"; e.Data["cut"] == true {
+					line = strings.Replace(line, fmt.Sprintf(" %s=%v", k, e.Data[k]), "", 1)
+					if n := len(e.Data[k].(string)); n != maxLogLine {
+						t.Errorf("cut line holds %d bytes, want %d", n, maxLogLine)
+					}
+				}
+				got = append(got, line)
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") || readies != tt.ready {
+				t.Errorf("relayed:\n%s\nready %d times; want:\n%s\nready %d times", strings.Join(got, "\n"), readies, strings.Join(tt.want, "\n"), tt.ready)
+			}
+		})
+	}
+}
+
+// TestWorkerStopsWhenAskedOrKilled: cancelling closes the lifeline and the worker leaves; one
+// that ignores it is killed after stopWait.
+func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
+	restore := stopWait
+	stopWait = 200 * time.Millisecond
+	t.Cleanup(func() { stopWait = restore })
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	// The real worker, and a script that takes its place and never reads its stdin.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := filepath.Join(dir, "worker")
+	stubborn := filepath.Join(dir, "stubborn")
+	for file, script := range map[string]string{
+		wrapped:  "#!/bin/sh\necho $$ > " + pidFile + "\nexec " + exe + " \"$@\"\n",
+		stubborn: "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 1000 </dev/null\n",
+	} {
+		if err := os.WriteFile(file, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name, exe string
+		killed    bool // stopped only by the kill after stopWait
+	}{{"the worker", wrapped, false}, {"a worker that ignores its lifeline", stubborn, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(pidFile)
+			_, _, stop := startWorker(t, tt.exe, ipxeDir(t))
+			var pid int
+			waitFor(t, "the worker to start", func() bool {
+				b, err := os.ReadFile(pidFile)
+				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				return err == nil && pid > 0
+			})
+			start := time.Now()
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > stopWait+5*time.Second || (d >= stopWait) != tt.killed {
+				t.Errorf("stopping took %s (stopWait %s), want it killed: %v", d, stopWait, tt.killed)
+			}
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				t.Fatalf("worker %d still running after Serve returned", pid)
+			}
+		})
+	}
+}
+
+// TestWorkerDiesWithBootd: when the process that runs Worker.Serve is killed, its worker goes
+// too and frees the port, so a restarted bootd can bind it.
+func TestWorkerDiesWithBootd(t *testing.T) {
+	probe, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := probe.LocalAddr().String()
+	probe.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := ipxeDir(t)
+	parent := exec.Command(exe, "-test.run=^$")
+	parent.Env = append(os.Environ(), "TFTPD_TEST_PARENT="+addr, "TFTPD_TEST_ROOT="+root)
+	parent.Stderr = os.Stderr
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = parent.Process.Kill(); _ = parent.Wait() })
+	// Served by a worker: the parent process does not answer TFTP itself.
+	var got []byte
+	waitFor(t, "the worker to serve", func() bool {
+		wt, err := client(t, addr, 1468, false).Receive("undionly.kpxe", "octet")
+		if err != nil {
+			return false
+		}
+		var buf bytes.Buffer
+		_, err = wt.WriteTo(&buf)
+		got = buf.Bytes()
+		return err == nil
+	})
+	if !bytes.Equal(got, content["undionly.kpxe"]) {
+		t.Fatalf("got %d bytes, want the %d of the file", len(got), len(content["undionly.kpxe"]))
+	}
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	waitFor(t, "the port to be free again", func() bool {
+		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	waitFor(t, "the worker to be gone", func() bool {
+		out, _ := exec.Command("pgrep", "-f", WorkerCommand+" --ipxe-dir "+root).Output()
+		return len(bytes.TrimSpace(out)) == 0
+	})
+}
+
+// serveAsTestParent is TestWorkerDiesWithBootd's parent process: Worker.Serve until killed.
+func serveAsTestParent(addr, root string) {
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	exe, _ := os.Executable()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	fmt.Fprintln(os.Stderr, Worker{Exe: exe, Root: root, Log: log}.Serve(context.Background(), conn))
+	os.Exit(1)
 }

@@ -1,0 +1,85 @@
+package tftpd
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+
+	"github.com/sirupsen/logrus"
+)
+
+// readyField marks the worker's entry that says it is serving; the parent takes it as a signal,
+// not a line to log.
+const readyField = "tftp_worker_ready"
+
+// maxLogLine bounds one relayed log line; a longer one is cut there.
+const maxLogLine = 64 << 10
+
+// relayLog turns the worker's log lines (logrus JSON) into entries of log, at their own level
+// (at most error) with their own fields (but none of reserved), so bootd's log keeps one format
+// and one level setting. A line that is no such entry (a Go panic, say) is relayed as an error.
+// It calls onReady once, at the worker's ready entry, and returns at the end of r.
+func relayLog(r io.Reader, log logrus.FieldLogger, reserved []string, onReady func()) {
+	br := bufio.NewReaderSize(r, maxLogLine)
+	readied := false
+	for {
+		line, cut, err := readLine(br)
+		if len(line) > 0 {
+			level, msg, fields, ok := parseEntry(line)
+			switch {
+			case !ok || cut:
+				log.WithFields(logrus.Fields{"worker_output": string(line), "cut": cut}).Error("tftp worker wrote an unexpected line")
+			case fields[readyField] == true:
+				if !readied {
+					readied = true
+					onReady()
+				}
+			default:
+				for _, k := range reserved {
+					delete(fields, k)
+				}
+				log.WithFields(fields).Log(max(level, logrus.ErrorLevel), msg) // lower levels are more severe
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readLine returns the next line without its newline. A line longer than br's buffer comes back
+// cut at that length (cut=true), the rest of it skipped; a last line without a newline comes
+// back with io.EOF.
+func readLine(br *bufio.Reader) (line []byte, cut bool, err error) {
+	line, err = br.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return bytes.TrimSuffix(line, []byte("\n")), false, err
+	}
+	line = bytes.Clone(line)
+	for err == bufio.ErrBufferFull {
+		_, err = br.ReadSlice('\n')
+	}
+	return line, true, err
+}
+
+// parseEntry reads one logrus JSON line: its level and message, and its other fields but the
+// time (bootd stamps its own).
+func parseEntry(line []byte) (logrus.Level, string, logrus.Fields, bool) {
+	var fields logrus.Fields
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if err := dec.Decode(&fields); err != nil || dec.More() {
+		return 0, "", nil, false
+	}
+	levelName, _ := fields[logrus.FieldKeyLevel].(string)
+	msg, isString := fields[logrus.FieldKeyMsg].(string)
+	level, err := logrus.ParseLevel(levelName)
+	if err != nil || !isString {
+		return 0, "", nil, false
+	}
+	for _, k := range []string{logrus.FieldKeyLevel, logrus.FieldKeyMsg, logrus.FieldKeyTime} {
+		delete(fields, k)
+	}
+	return level, msg, fields, true
+}
