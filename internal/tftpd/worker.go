@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,8 +27,8 @@ import (
 // this: it needs no state from the rest of bootd, only the iPXE directory.
 
 // WorkerCommand is the bootd subcommand that runs a worker (RunWorker). The parent passes the
-// bound socket as the worker's file descriptor 3 and a lifeline as its stdin: the worker stops
-// when its stdin ends.
+// bound socket as the worker's file descriptor 3, the files it must be able to serve, and a
+// lifeline as its stdin: the worker stops when its stdin ends.
 const WorkerCommand = "tftp-worker"
 
 const inheritedFD = 3
@@ -64,18 +66,27 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 		return fmt.Errorf("tftp worker socket: %w", err)
 	}
 	defer sock.Close()
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	files, err := servable(w.Root, quiet)
+	if err != nil {
+		return err
+	}
 	cred, as := w.credential()
 	w.Log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
 	var deaths []time.Time
+	everReady := false
 	for {
-		ready, err := w.runOnce(ctx, sock, cred)
+		ready, err := w.runOnce(ctx, sock, cred, files)
+		everReady = everReady || ready
 		if ctx.Err() != nil {
 			return nil
 		}
-		if cred != nil && !ready {
+		if cred != nil && !everReady && startRefused(err) {
 			// It could not even start as nobody: a sandbox that forbids changing user, an ACL, a
-			// path the permission bits did not tell. Only a failed start falls back; a worker that
-			// served and then died (at a hostile packet, say) starts again as nobody.
+			// group that may not read a file. Only that falls back, and only before any worker
+			// served as nobody: after that a worker's death (at a hostile packet, say, or killed
+			// by another of nobody's processes) never buys the next one root.
 			w.Log.WithError(err).Warn("tftp worker could not start as nobody; running it as bootd's own user")
 			cred = nil
 		}
@@ -92,6 +103,17 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 	}
 }
 
+// startRefused reports whether err, from a worker that never got ready, says it cannot run as
+// the user it was given: exec was refused, or it exited with an error status of its own (a file
+// it may not read). A worker killed by a signal says nothing about its user.
+func startRefused(err error) bool {
+	if errors.Is(err, fs.ErrPermission) {
+		return true
+	}
+	var exit *exec.ExitError
+	return errors.As(err, &exit) && exit.Exited()
+}
+
 func recent(ts []time.Time, window time.Duration) []time.Time {
 	var out []time.Time
 	for _, t := range ts {
@@ -105,8 +127,8 @@ func recent(ts []time.Time, window time.Duration) []time.Time {
 // runOnce starts one worker and returns when it exits, stopping it once ctx is done: it closes
 // the worker's lifeline, then kills it if it is still there after stopWait. ready reports whether
 // the worker got as far as serving.
-func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Credential) (ready bool, err error) {
-	args := []string{WorkerCommand, "--ipxe-dir", w.Root}
+func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Credential, files []string) (ready bool, err error) {
+	args := []string{WorkerCommand, "--ipxe-dir", w.Root, "--files", strings.Join(files, ",")}
 	if w.debug() {
 		args = append(args, "--debug")
 	}
@@ -119,42 +141,53 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 		return false, err
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
-	logs, err := cmd.StderrPipe()
+	// A pipe of our own rather than StderrPipe, whose Wait would wait for the end of the log: a
+	// process the worker left behind holding its stderr could hold us too.
+	logs, logsW, err := os.Pipe()
 	if err != nil {
 		return false, err
 	}
-	if err := cmd.Start(); err != nil {
+	defer logs.Close()
+	cmd.Stderr = logsW
+	err = cmd.Start()
+	logsW.Close() // the worker has its own copy
+	if err != nil {
 		return false, fmt.Errorf("start tftp worker: %w", err)
 	}
-	readyCh := make(chan struct{})
-	exited := make(chan error, 1)
+	readyCh, relayed := make(chan struct{}), make(chan struct{})
 	go func() {
 		relayLog(logs, w.Log, reservedKeys(w.Log), func() { close(readyCh) })
-		exited <- cmd.Wait() // after the relay has read everything: Wait closes the pipe
+		close(relayed)
 	}()
-	isReady := func() bool {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// gone reads the worker's last lines, for a second at most, and whether it got ready.
+	gone := func(err error) (bool, error) {
+		_ = logs.SetReadDeadline(time.Now().Add(time.Second))
+		<-relayed
 		select {
 		case <-readyCh:
-			return true
+			return true, err
 		default:
-			return false
+			return false, err
 		}
 	}
 	select {
 	case err := <-exited:
-		return isReady(), exitError(err)
+		return gone(exitError(err))
 	case <-ctx.Done():
 	}
 	lifeline.Close()
 	select {
 	case <-exited:
 	case <-time.After(stopWait):
-		if err := cmd.Process.Kill(); err != nil {
+		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			w.Log.WithError(err).Error("tftp worker did not stop and cannot be killed; it ends when its transfers time out")
 			return true, nil
 		}
 		<-exited
 	}
+	_, _ = gone(nil)
 	return true, nil
 }
 

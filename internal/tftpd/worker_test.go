@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,10 +25,11 @@ import (
 // TestMain lets the test binary stand in for bootd: run as `<test binary> tftp-worker ...`, it
 // is a TFTP worker, as bootd is when its serve command starts one.
 func TestMain(m *testing.M) {
-	if addr := os.Getenv("TFTPD_TEST_PARENT"); addr != "" && os.Args[1] != WorkerCommand {
+	isWorker := len(os.Args) > 1 && os.Args[1] == WorkerCommand
+	if addr := os.Getenv("TFTPD_TEST_PARENT"); addr != "" && !isWorker {
 		serveAsTestParent(addr, os.Getenv("TFTPD_TEST_ROOT"))
 	}
-	if len(os.Args) > 1 && os.Args[1] == WorkerCommand {
+	if isWorker {
 		if err := RunWorker(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -80,8 +82,14 @@ func TestParseEntry(t *testing.T) {
 // startWorker runs Worker.Serve with this test binary as the worker, on a loopback socket.
 func startWorker(t *testing.T, exe, root string) (addr string, hook *logtest.Hook, stop func() error) {
 	t.Helper()
-	log, hook := logtest.NewNullLogger()
-	log.SetLevel(logrus.DebugLevel)
+	return startWorkerAt(t, logrus.DebugLevel, exe, root)
+}
+
+func startWorkerAt(t *testing.T, level logrus.Level, exe, root string) (addr string, hook *logtest.Hook, stop func() error) {
+	t.Helper()
+	base, hook := logtest.NewNullLogger()
+	base.SetLevel(level)
+	log := base.WithField("listener", "tftp")
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -108,17 +116,25 @@ func startWorker(t *testing.T, exe, root string) (addr string, hook *logtest.Hoo
 	return addr, hook, stop
 }
 
+// fetch gets name from addr, trying for a while: a worker may still be starting.
 func fetch(t *testing.T, addr, name string) []byte {
 	t.Helper()
-	wt, err := client(t, addr, 1468, true).Receive(name, "octet")
-	if err != nil {
-		t.Fatalf("Receive(%q): %v", name, err)
+	var got []byte
+	var last error
+	waitFor(t, "a TFTP transfer of "+name, func() bool {
+		wt, err := client(t, addr, 1468, true).Receive(name, "octet")
+		if err == nil {
+			var buf bytes.Buffer
+			_, err = wt.WriteTo(&buf)
+			got = buf.Bytes()
+		}
+		last = err
+		return err == nil
+	})
+	if last != nil {
+		t.Fatal(last)
 	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		t.Fatalf("WriteTo: %v", err)
-	}
-	return buf.Bytes()
+	return got
 }
 
 // workerPids lists the running workers this process started.
@@ -290,17 +306,32 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	if err := os.WriteFile(rootOnly, []byte("#!/bin/sh\n[ \"$(id -u)\" = 0 ] || exit 3\nexec "+exe+" \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A file all may read by its mode bits but nobody's group may not: group bits come first.
+	grouped := ipxeDir(t)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	if err := os.Chown(filepath.Join(grouped, "ipxe.efi"), 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(grouped, "ipxe.efi"), 0o604); err != nil {
+		t.Fatal(err)
+	}
 	restore := restartDelay
 	restartDelay = 10 * time.Millisecond
 	t.Cleanup(func() { restartDelay = restore })
 	tests := []struct {
 		name, exe, root, uid, user string
 		fallback                   bool // the first start as nobody fails, the next runs as root
+		killed                     bool // the worker is killed once it served; the next must be the same user
 	}{
-		{"world-readable files", exe, open, "65534", "nobody", false},
-		{"a root-only directory", exe, closed, "0", "root: " + closed + " is not readable by other users, so nobody could not serve it", false},
-		{"links out of a root-only directory", exe, links, "0", "root: " + links + " is not readable by other users, so nobody could not serve it", false},
-		{"a start that fails for nobody", rootOnly, open, "0", "nobody", true},
+		{"world-readable files", exe, open, nobody.Uid, "nobody", false, true},
+		{"a root-only directory", exe, closed, "0", "root: " + closed + " is not readable by other users, so nobody could not serve it", false, false},
+		{"links out of a root-only directory", exe, links, "0", "root: " + links + " is not readable by other users, so nobody could not serve it", false, false},
+		{"a start that fails for nobody", rootOnly, open, "0", "nobody", true, false},
+		{"a file nobody's group may not read", exe, grouped, "0", "nobody", true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -312,25 +343,23 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 					}
 				}
 			}()
-			if got := fetch(t, addr, "undionly.kpxe"); !bytes.Equal(got, content["undionly.kpxe"]) {
-				t.Fatalf("got %d bytes, want the %d of the file", len(got), len(content["undionly.kpxe"]))
+			for name, want := range content {
+				if got := fetch(t, addr, name); !bytes.Equal(got, want) {
+					t.Fatalf("%s: got %d bytes, want the %d of the file", name, len(got), len(want))
+				}
 			}
 			pids := workerPids(t)
 			if len(pids) != 1 {
 				t.Fatalf("%d workers, want 1", len(pids))
 			}
-			status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var uids []string
-			for _, l := range strings.Split(string(status), "\n") {
-				if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
-					uids = strings.Fields(rest)
+			checkUids(t, pids[0], tt.uid)
+			if tt.killed {
+				if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+					t.Fatal(err)
 				}
-			}
-			if len(uids) != 4 || slices.ContainsFunc(uids, func(u string) bool { return u != tt.uid }) {
-				t.Errorf("worker uids (real, effective, saved, fs) = %v, want all %s", uids, tt.uid)
+				waitFor(t, "the next worker", func() bool { p := workerPids(t); return len(p) == 1 && p[0] != pids[0] })
+				fetch(t, addr, "undionly.kpxe")
+				checkUids(t, workerPids(t)[0], tt.uid)
 			}
 			if e := hasEntry(hook, logrus.InfoLevel, "tftp listening (in its own process)"); e == nil || e.Data["user"] != tt.user {
 				t.Errorf("listening entry = %v, want user %q", e, tt.user)
@@ -342,6 +371,24 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// checkUids fails unless pid's real, effective, saved and file system uids are all uid.
+func checkUids(t *testing.T, pid int, uid string) {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, l := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
+			uids = strings.Fields(rest)
+		}
+	}
+	if len(uids) != 4 || slices.ContainsFunc(uids, func(u string) bool { return u != uid }) {
+		t.Errorf("worker %d uids (real, effective, saved, fs) = %v, want all %s", pid, uids, uid)
 	}
 }
 
@@ -358,7 +405,7 @@ func TestRelayLog(t *testing.T) {
 		{"entries keep level and fields, listener stays bootd's",
 			`{"level":"info","msg":"tftp transfer done","file":"undionly.kpxe","listener":"dhcp","time":"t"}` + "\n" +
 				`{"level":"debug","msg":"stats"}` + "\n",
-			[]string{"info tftp transfer done tftp file=undionly.kpxe", "debug stats tftp"}, 0},
+			[]string{"info tftp transfer done tftp file=undionly.kpxe worker_fields_dropped=1", "debug stats tftp"}, 0},
 		{"levels above error are capped", `{"level":"panic","msg":"boom"}` + "\n" + `{"level":"fatal","msg":"bang"}` + "\n",
 			[]string{"error boom tftp", "error bang tftp"}, 0},
 		{"the ready entry is a signal, once", `{"level":"info","msg":"tftp worker ready","tftp_worker_ready":true}` + "\n" +
@@ -368,6 +415,9 @@ func TestRelayLog(t *testing.T) {
 		{"a line too long is cut, and the relay goes on", long + "\n" + `{"level":"warning","msg":"after"}` + "\n",
 			[]string{"error tftp worker wrote an unexpected line tftp cut=true", "warning after tftp"}, 0},
 		{"a last line without its newline", `{"level":"info","msg":"last"}`, []string{"info last tftp"}, 0},
+		{"keys that could forge a text log line are dropped, messages quoted",
+			`{"level":"info","msg":"a\nlevel=error msg=forged","x\nlevel=error msg=forged listener=dhcp\nzz":1,"file":"f"}` + "\n",
+			[]string{`info "a\nlevel=error msg=forged" tftp file=f worker_fields_dropped=1`}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -379,7 +429,7 @@ func TestRelayLog(t *testing.T) {
 			var got []string
 			for _, e := range hook.AllEntries() {
 				line := fmt.Sprintf("%s %s %v", e.Level, e.Message, e.Data["listener"])
-				for _, k := range []string{"file", "worker_output", "cut"} {
+				for _, k := range []string{"file", "worker_output", "cut", "worker_fields_dropped"} {
 					if v, ok := e.Data[k]; ok && v != false {
 						line += fmt.Sprintf(" %s=%v", k, v)
 					}
@@ -399,51 +449,100 @@ func TestRelayLog(t *testing.T) {
 	}
 }
 
-// TestWorkerStopsWhenAskedOrKilled: cancelling closes the lifeline and the worker leaves; one
-// that ignores it is killed after stopWait.
+// TestWorkerStopsWhenAskedOrKilled: cancelling closes the lifeline and a serving worker leaves by
+// itself; one that ignores its lifeline is killed after stopWait.
 func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 	restore := stopWait
-	stopWait = 200 * time.Millisecond
 	t.Cleanup(func() { stopWait = restore })
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
-	// The real worker, and a script that takes its place and never reads its stdin.
+	stubborn := filepath.Join(dir, "stubborn")
+	script := "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 1000 </dev/null\n"
+	if err := os.WriteFile(stubborn, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrapped := filepath.Join(dir, "worker")
-	stubborn := filepath.Join(dir, "stubborn")
-	for file, script := range map[string]string{
-		wrapped:  "#!/bin/sh\necho $$ > " + pidFile + "\nexec " + exe + " \"$@\"\n",
-		stubborn: "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 1000 </dev/null\n",
-	} {
-		if err := os.WriteFile(file, []byte(script), 0o755); err != nil {
+
+	t.Run("a serving worker leaves at the end of its lifeline", func(t *testing.T) {
+		stopWait = time.Minute // never reached: a kill would show as a stop this slow
+		addr, _, stop := startWorker(t, exe, ipxeDir(t))
+		fetch(t, addr, "undionly.kpxe") // it is serving
+		pids := workerPids(t)
+		start := time.Now()
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("stopping took %s: the worker did not leave by itself", d)
+		}
+		if len(pids) != 1 || procAlive(pids[0]) {
+			t.Fatalf("worker %v still running after Serve returned", pids)
+		}
+	})
+	t.Run("a worker that ignores its lifeline is killed", func(t *testing.T) {
+		stopWait = 200 * time.Millisecond
+		_, _, stop := startWorker(t, stubborn, ipxeDir(t))
+		var pid int
+		waitFor(t, "the stubborn worker to start", func() bool {
+			b, err := os.ReadFile(pidFile)
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			return err == nil && pid > 0
+		})
+		start := time.Now()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < stopWait {
+			t.Errorf("Serve returned after %s, before stopWait (%s): it did not wait for the worker", d, stopWait)
+		}
+		if procAlive(pid) {
+			t.Fatalf("worker %d still running after Serve returned", pid)
+		}
+	})
+}
+
+// procAlive reports whether pid runs (a zombie counts as gone).
+func procAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestWorkerDebugFollowsBootd: the worker sends debug entries only when bootd's log shows them.
+func TestWorkerDebugFollowsBootd(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		name, exe string
-		killed    bool // stopped only by the kill after stopWait
-	}{{"the worker", wrapped, false}, {"a worker that ignores its lifeline", stubborn, true}} {
-		t.Run(tt.name, func(t *testing.T) {
-			os.Remove(pidFile)
-			_, _, stop := startWorker(t, tt.exe, ipxeDir(t))
-			var pid int
-			waitFor(t, "the worker to start", func() bool {
-				b, err := os.ReadFile(pidFile)
-				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-				return err == nil && pid > 0
-			})
-			start := time.Now()
+		level logrus.Level
+		debug bool
+	}{{logrus.InfoLevel, false}, {logrus.DebugLevel, true}} {
+		t.Run(tt.level.String(), func(t *testing.T) {
+			addr, hook, stop := startWorkerAt(t, tt.level, exe, ipxeDir(t))
+			fetch(t, addr, "undionly.kpxe")
+			pids := workerPids(t)
+			if len(pids) != 1 {
+				t.Fatalf("%d workers, want 1", len(pids))
+			}
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pids[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(strings.Split(string(cmdline), "\x00"), "--debug"); got != tt.debug {
+				t.Errorf("worker run with --debug: %v, want %v", got, tt.debug)
+			}
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
-			if d := time.Since(start); d > stopWait+5*time.Second || (d >= stopWait) != tt.killed {
-				t.Errorf("stopping took %s (stopWait %s), want it killed: %v", d, stopWait, tt.killed)
-			}
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-				t.Fatalf("worker %d still running after Serve returned", pid)
+			if got := hasEntry(hook, logrus.DebugLevel, "tftp transfer stats") != nil; got != tt.debug {
+				t.Errorf("debug entries in bootd's log: %v, want %v", got, tt.debug)
 			}
 		})
 	}
@@ -496,10 +595,22 @@ func TestWorkerDiesWithBootd(t *testing.T) {
 		}
 		return err == nil
 	})
-	waitFor(t, "the worker to be gone", func() bool {
-		out, _ := exec.Command("pgrep", "-f", WorkerCommand+" --ipxe-dir "+root).Output()
-		return len(bytes.TrimSpace(out)) == 0
-	})
+	waitFor(t, "the worker to be gone", func() bool { return len(workersServing(root)) == 0 })
+}
+
+// workersServing lists the running workers, anyone's children, that serve root.
+func workersServing(root string) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if err == nil && len(args) > 3 && args[1] == WorkerCommand && args[3] == root && procAlive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // serveAsTestParent is TestWorkerDiesWithBootd's parent process: Worker.Serve until killed.

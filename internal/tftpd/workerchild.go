@@ -8,44 +8,47 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
 )
 
-// RunWorker is the worker's side, `bootd tftp-worker --ipxe-dir D [--debug]`: it serves D on the
-// socket inherited as fd 3 until its stdin ends (the parent closed it, or died) or SIGTERM, and
-// logs JSON lines to stderr for the parent to relay.
+// RunWorker is the worker's side, `bootd tftp-worker --ipxe-dir D --files F,... [--debug]`: it
+// serves D on the socket inherited as fd 3 until its stdin ends (bootd closed it, or died), and
+// logs JSON lines to stderr for bootd to relay. It fails before serving when it cannot open one
+// of the files bootd found (it may run as another user). SIGTERM and SIGINT are ignored: they
+// reach the whole service at once, and bootd stops its worker itself.
 func RunWorker(args []string) error {
 	flags := flag.NewFlagSet(WorkerCommand, flag.ContinueOnError)
 	flags.Usage = func() {
-		fmt.Fprintf(flags.Output(), "Usage: bootd %s --ipxe-dir D [--debug]\n\nInternal: bootd serve runs this as its TFTP process, on a socket it passes as fd 3;\nit stops when its standard input ends.\n", WorkerCommand)
+		fmt.Fprintf(flags.Output(), "Usage: bootd %s --ipxe-dir D --files F,... [--debug]\n\nInternal: bootd serve runs this as its TFTP process, on a socket it passes as fd 3;\nit stops when its standard input ends.\n", WorkerCommand)
 	}
 	root := flags.String("ipxe-dir", "", "directory with the iPXE binaries")
+	files := flags.String("files", "", "comma-separated names the worker must be able to serve")
 	debug := flags.Bool("debug", false, "log each transfer's protocol details")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
+	signal.Ignore(syscall.SIGTERM, os.Interrupt)
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
 	log.SetFormatter(&logrus.JSONFormatter{})
 	if *debug {
 		log.SetLevel(logrus.DebugLevel)
 	}
-	// The parent checked the directory and logged what it holds: say it again only on failure.
-	quiet := logrus.New()
-	quiet.SetOutput(io.Discard)
-	if _, err := servable(*root, quiet); err != nil {
-		_, _ = servable(*root, log)
-		return err
+	for _, name := range strings.Split(*files, ",") {
+		f, _, err := open(*root, name)
+		if err != nil {
+			return fmt.Errorf("tftp worker cannot serve %s: %w", name, err)
+		}
+		f.Close()
 	}
 	conn, err := inheritedConn()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	ctx = untilStdinEnds(ctx)
+	ctx := untilStdinEnds(context.Background())
 	log.WithField(readyField, true).Info("tftp worker ready")
 	return (&Server{root: *root, log: log}).serveConn(ctx, conn, false)
 }

@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 )
@@ -36,16 +39,51 @@ func relayLog(r io.Reader, log logrus.FieldLogger, reserved []string, onReady fu
 					onReady()
 				}
 			default:
-				for _, k := range reserved {
-					delete(fields, k)
-				}
-				log.WithFields(fields).Log(max(level, logrus.ErrorLevel), msg) // lower levels are more severe
+				log.WithFields(safeFields(fields, reserved)).Log(max(level, logrus.ErrorLevel), safeText(msg)) // lower levels are more severe
 			}
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// safeFields drops the reserved keys and any key that could break a text log line (logrus's text
+// format writes keys as they are: a newline in one would start a forged line), and counts what it
+// dropped. Values are safe: the text format quotes any value that needs it.
+func safeFields(fields logrus.Fields, reserved []string) logrus.Fields {
+	dropped := 0
+	for k := range fields {
+		if slices.Contains(reserved, k) || !plainKey(k) {
+			delete(fields, k)
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		fields["worker_fields_dropped"] = dropped
+	}
+	return fields
+}
+
+func plainKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// safeText quotes a message that holds control characters, which a terminal's colored log would
+// print as they are.
+func safeText(msg string) string {
+	if strings.IndexFunc(msg, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return strconv.Quote(msg)
+	}
+	return msg
 }
 
 // readLine returns the next line without its newline. A line longer than br's buffer comes back
