@@ -140,25 +140,46 @@ func fetch(t *testing.T, addr, name string) []byte {
 // workerPids lists the running workers this process started.
 func workerPids(t *testing.T) []int {
 	t.Helper()
+	return runningWorkers(func(ppid int, _ []string) bool { return ppid == os.Getpid() })
+}
+
+// workersServing lists the running workers, anyone's children, that serve root.
+func workersServing(root string) []int {
+	return runningWorkers(func(_ int, args []string) bool { return len(args) > 3 && args[3] == root })
+}
+
+// runningWorkers lists the live (not zombie) tftp-worker processes that keep accepts, given their
+// parent's pid and their arguments.
+func runningWorkers(keep func(ppid int, args []string) bool) []int {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	var pids []int
 	for _, d := range dirs {
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		cmdline, err2 := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || err2 != nil {
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		if err != nil || len(args) < 2 || args[1] != WorkerCommand {
 			continue
 		}
-		// pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && args[1] == WorkerCommand {
-			pid, _ := strconv.Atoi(filepath.Base(d))
+		if state, ppid := procState(pid); state != "" && state != "Z" && keep(ppid, args) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// procState is pid's state letter and parent from /proc/pid/stat ("" if it is gone).
+func procState(pid int) (state string, ppid int) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 2 {
+		return "", 0
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return f[0], ppid
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -506,12 +527,8 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 
 // procAlive reports whether pid runs (a zombie counts as gone).
 func procAlive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
+	state, _ := procState(pid)
+	return state != "" && state != "Z"
 }
 
 // TestWorkerDebugFollowsBootd: the worker sends debug entries only when bootd's log shows them.
@@ -596,21 +613,6 @@ func TestWorkerDiesWithBootd(t *testing.T) {
 		return err == nil
 	})
 	waitFor(t, "the worker to be gone", func() bool { return len(workersServing(root)) == 0 })
-}
-
-// workersServing lists the running workers, anyone's children, that serve root.
-func workersServing(root string) []int {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	var pids []int
-	for _, d := range dirs {
-		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		args := strings.Split(string(cmdline), "\x00")
-		pid, _ := strconv.Atoi(filepath.Base(d))
-		if err == nil && len(args) > 3 && args[1] == WorkerCommand && args[3] == root && procAlive(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // serveAsTestParent is TestWorkerDiesWithBootd's parent process: Worker.Serve until killed.
