@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/child"
 )
 
 // SquashOptions tune Squashfs; the zero value plus Epoch is what builds use.
@@ -181,7 +183,7 @@ func checkTimes(tree string, epoch int64) error {
 // mksquashfs 4.5 refuses it next to -mkfs-time, and it would also force every
 // file time to the epoch.
 func run(ctx context.Context, args []string, progress func(string)) error {
-	cmd := exec.CommandContext(ctx, "mksquashfs", args...)
+	cmd := child.Command(ctx, "mksquashfs", args...) // dies with imgbuild: it writes into the build tree
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "SOURCE_DATE_EPOCH=")
 	})

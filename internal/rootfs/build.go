@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/labcluster/gpucluster/internal/child"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
 
@@ -157,7 +156,7 @@ func ensureAccounts(tree string, l *spec.Layer) error {
 // run executes the layer's commands inside the image, in order, with a fixed environment.
 func (b *Builder) run(ctx context.Context, tree string, l *spec.Layer) error {
 	for i, c := range l.Run {
-		cmd := command(ctx, "chroot", tree, "/bin/sh", "-c", c.Command)
+		cmd := child.Command(ctx, "chroot", tree, "/bin/sh", "-c", c.Command)
 		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C",
 			fmt.Sprintf("SOURCE_DATE_EPOCH=%d", b.Epoch)}
 		b.Log.WithFields(logrus.Fields{"layer": l.Name, "command": c.Description}).Info("running command in the image")
@@ -168,21 +167,13 @@ func (b *Builder) run(ctx context.Context, tree string, l *spec.Layer) error {
 	return nil
 }
 
-// command is a child that dies with imgbuild: a killed build must not leave it writing into a
-// tree that the next build, holding the cache lock, is removing (CleanStale).
-func command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return cmd
-}
-
 // copyTree copies a whole tree with cp -a: owners, modes, hard links, devices and xattrs kept,
 // reflinks where the file system has them.
 func copyTree(ctx context.Context, src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	out, err := command(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput()
+	out, err := child.Command(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("copy %s: %w: %s", src, err, out)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/labcluster/gpucluster/internal/child"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
 
@@ -86,7 +87,7 @@ func setServices(ctx context.Context, tree string, s spec.Services) error {
 			continue
 		}
 		args := append([]string{"--root=" + tree, "--no-reload", verb}, units...)
-		if out, err := command(ctx, "systemctl", args...).CombinedOutput(); err != nil {
+		if out, err := child.Command(ctx, "systemctl", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("systemctl %s %s: %w: %s", verb, strings.Join(units, " "), err, strings.TrimSpace(string(out)))
 		}
 	}

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/child"
 )
 
 // tailLines is how much of a failed command's standard error an error
@@ -39,11 +39,8 @@ func environ(home string, sourceDateEpoch int64) []string {
 // run runs one command and returns its standard output. Standard error goes
 // to the debug log and, on failure, its tail into the error.
 func run(ctx context.Context, log logrus.FieldLogger, name string, args, env []string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := child.Command(ctx, name, args...) // dnf and rpm die with imgbuild
 	cmd.Env = env
-	// dnf and rpm die with imgbuild: a killed build must not leave them writing into a tree that
-	// the next build, holding the cache lock, is removing (rootfs.CleanStale).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
