@@ -49,12 +49,14 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 		if bind {
 			delete(s.offered, mac)
 		} else if _, ok := s.offered[mac]; ok {
-			s.offered[mac] = now // a client whose OFFERs get lost keeps its offer while it asks
+			s.offered[mac] = now.Add(pool.offerHold()) // a client whose OFFERs get lost keeps its offer while it asks
 		}
 		l, g := s.renew(i, expires, pool.LeaseTime)
 		s.mu.Unlock()
 		if !bind {
-			go s.commit(g) // the bind call that follows waits for it
+			if g != 0 {
+				go s.commit(g) // the bind call that follows waits for it
+			}
 			return l, false, false, nil
 		}
 		err := s.commit(g)
@@ -78,7 +80,7 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 	if bind {
 		delete(s.offered, mac)
 	} else {
-		s.offered[mac] = now
+		s.offered[mac] = now.Add(pool.offerHold())
 	}
 	g := s.bump()
 	s.leaseGen[mac] = g
@@ -185,7 +187,7 @@ func (s *Store) freeAddress(pool Pool, now time.Time, prefer func(netip.Addr) bo
 func (s *Store) freeAddresses(pool Pool, now time.Time, n int) []netip.Addr {
 	used := map[netip.Addr]bool{}
 	for _, l := range s.data.Leases {
-		if l.Expires.After(now) && !s.lapsedOffer(l, pool, now) {
+		if s.live(l, now) {
 			used[l.Address] = true
 		}
 	}
@@ -221,12 +223,13 @@ func (s *Store) prunedFor(mac string, addr netip.Addr, now time.Time) []Lease {
 	})
 }
 
-// lapsedOffer reports whether l is an offer its client never REQUESTed within the pool's offer
-// hold: its address is free again. Which leases are offers is known in memory only; after a
-// restart every lease counts as bound.
-func (s *Store) lapsedOffer(l Lease, pool Pool, now time.Time) bool {
-	t, ok := s.offered[l.MAC]
-	return ok && !l.Declined && now.Sub(t) >= pool.offerHold()
+// live reports whether l holds its address at now: unexpired, and not an offer its client never
+// REQUESTed within the pool's offer hold. Which leases are offers is known in memory only; after
+// a restart every lease counts as bound. Allocation, the free list and the squatter checks
+// (holder) all ask this one question.
+func (s *Store) live(l Lease, now time.Time) bool {
+	lapses, offer := s.offered[l.MAC]
+	return l.Expires.After(now) && (!offer || l.Declined || now.Before(lapses))
 }
 
 // Contains reports whether a lies in the pool.
@@ -311,7 +314,7 @@ func (s *Store) holder(a netip.Addr) (mac string, used bool) {
 	}
 	now := s.now()
 	for _, l := range s.data.Leases {
-		if l.Address == a && l.Expires.After(now) {
+		if l.Address == a && s.live(l, now) {
 			return l.MAC, true
 		}
 	}

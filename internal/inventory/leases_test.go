@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -140,5 +141,50 @@ func TestOfferHold(t *testing.T) {
 	}
 	if n := len(s.offered); n > 2 {
 		t.Fatalf("%d offers remembered, want at most the two flooders'", n)
+	}
+}
+
+// TestLapsedOfferIsFreeEverywhere: once an offer lapses, its address is free to every question
+// the inventory answers, not just to allocation: AddressHolder reports nobody, and a squatter
+// found there is held back (HoldFreeAddress).
+func TestLapsedOfferIsFreeEverywhere(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	pool := Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.11"), LeaseTime: 2 * time.Minute, OfferHold: 10 * time.Second}
+	flooder := "02:00:00:00:00:01"
+	l, _, _, err := s.DiscoveryLeaseFrom(flooder, pool, nil, false)
+	if err == nil {
+		err = s.commit(s.gen)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		advance  time.Duration
+		wantUsed bool
+	}{
+		{"offered: held", 0, true},
+		{"within the offer hold: held", 9 * time.Second, true},
+		{"lapsed: free", 2 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now = now.Add(tc.advance)
+			mac, used := s.AddressHolder(l.Address)
+			if used != tc.wantUsed || (used && mac != flooder) {
+				t.Errorf("AddressHolder(%s) = %q, %v; want used %v", l.Address, mac, used, tc.wantUsed)
+			}
+		})
+	}
+	held, err := s.HoldFreeAddress(l.Address, pool.LeaseTime)
+	if err != nil || !held {
+		t.Fatalf("HoldFreeAddress on a lapsed offer's address = %v, %v; want it held", held, err)
+	}
+	if free := s.FreeAddresses(pool, -1); slices.Contains(free, l.Address) {
+		t.Errorf("the held-back address %s is still listed free: %v", l.Address, free)
 	}
 }

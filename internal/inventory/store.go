@@ -65,7 +65,7 @@ type Store struct {
 	durable  uint64               // the newest generation known to be on disk
 	flushing *flush               // the group write in flight, if any
 	leaseGen map[string]uint64    // MAC -> generation of its newest lease allocation, while not yet durable
-	offered  map[string]time.Time // MAC -> when its lease was allocated by an OFFER not yet REQUESTed
+	offered  map[string]time.Time // MAC -> when its OFFERed lease lapses unless REQUESTed (Pool.OfferHold)
 }
 
 // flush is one group write: it covers every generation up to upTo.
