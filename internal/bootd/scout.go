@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/inventory"
 )
 
 const (
@@ -56,7 +58,8 @@ type scout struct {
 	claimsSince time.Time
 	warned      bool // a sweep failed (logged once)
 
-	sighted chan sighting // ARP senders from the watch, handled off the socket's read path
+	sighted chan sighting  // ARP senders at pool addresses, handled off the socket's read path
+	pool    inventory.Pool // the discovery pool, fixed for the daemon's life
 }
 
 type sighting struct {
@@ -67,7 +70,7 @@ type sighting struct {
 func newScout(d *daemon) *scout {
 	return &scout{d: d, clean: map[netip.Addr]time.Time{}, taken: map[netip.Addr]time.Time{},
 		confirming: map[string]chan struct{}{}, conflicts: map[netip.Addr]time.Time{},
-		claims: map[string]map[netip.Addr]bool{}, sighted: make(chan sighting, sightings)}
+		claims: map[string]map[netip.Addr]bool{}, sighted: make(chan sighting, sightings), pool: d.pool()}
 }
 
 // vouches reports whether a sweep that started within scoutFresh found a free, with no ARP from
@@ -108,14 +111,8 @@ func (s *scout) run(ctx context.Context) {
 // (the interface went down, say). Meanwhile the sweeps still vouch, and the re-probe before each
 // ACK still catches a host that came since.
 func (s *scout) watch(ctx context.Context) {
-	enqueue := func(a netip.Addr, mac net.HardwareAddr) {
-		select {
-		case s.sighted <- sighting{a, mac}:
-		default: // a flood of ARP: the sweeps and re-probes still find what is dropped here
-		}
-	}
 	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-		err := s.d.probe.Watch(ctx, enqueue)
+		err := s.d.probe.Watch(ctx, s.sight)
 		if ctx.Err() != nil {
 			return
 		}
@@ -125,6 +122,19 @@ func (s *scout) watch(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
+	}
+}
+
+// sight queues one ARP packet's sender for handleSightings when it is at a pool address: the rest
+// of the segment's ARP (nodes, the router) is none of the scout's business and must not fill the
+// queue. It runs on the socket's read path, so it never blocks.
+func (s *scout) sight(a netip.Addr, mac net.HardwareAddr) {
+	if !s.pool.Contains(a) {
+		return
+	}
+	select {
+	case s.sighted <- sighting{a, mac}:
+	default: // a flood of ARP: the sweeps and re-probes still find what is dropped here
 	}
 }
 
@@ -194,12 +204,9 @@ func (s *scout) sweep(ctx context.Context, addrs []netip.Addr) {
 	}
 }
 
-// seen is one ARP packet's sender: a host at a pool address that is not the address's holder
+// seen is one ARP packet's sender at pool address a: a host that is not the address's holder
 // spoils its vouch, and is logged (and the address held back when free).
 func (s *scout) seen(a netip.Addr, mac net.HardwareAddr) {
-	if !s.d.pool().Contains(a) {
-		return
-	}
 	holder, used := s.d.inv.AddressHolder(a)
 	switch {
 	case holder == mac.String():

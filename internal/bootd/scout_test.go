@@ -132,9 +132,17 @@ func TestScoutWatch(t *testing.T) {
 	}
 	hook.Reset()
 	d.scout.seen(addr200, hw(client))
-	d.scout.seen(netip.MustParseAddr("10.80.1.5"), squatterMAC) // outside the pool
 	if n := len(hook.AllEntries()); n != 0 {
-		t.Fatalf("the lessee's own ARP or one outside the pool was logged: %v", hook.AllEntries())
+		t.Fatalf("the lessee's own ARP was logged: %v", hook.AllEntries())
+	}
+	// The watch's callback queues pool addresses only.
+	d.scout.sight(netip.MustParseAddr("10.80.1.5"), squatterMAC)
+	if n := len(d.scout.sighted); n != 0 {
+		t.Fatalf("an ARP sender outside the pool was queued (%d)", n)
+	}
+	d.scout.sight(addr200, squatterMAC)
+	if x := <-d.scout.sighted; x.addr != addr200 || x.mac.String() != squatterMAC.String() {
+		t.Fatalf("queued %v, want %s at %s", x, squatterMAC, addr200)
 	}
 	for range 3 {
 		d.scout.seen(addr200, squatterMAC)
