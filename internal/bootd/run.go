@@ -35,8 +35,7 @@ type daemon struct {
 	server  netip.Addr
 	inv     *inventory.Store
 	images  *artifact.Catalog
-	tftp    *tftpd.Server // for UEFI HTTP boot; TFTP itself runs in a worker process
-	ipxeDir string
+	tftp    *tftpd.Server // the iPXE directory, checked once: served by a TFTP worker, and for UEFI HTTP boot
 	log     logrus.FieldLogger
 	started time.Time
 	// neighbourMAC reads the neighbour table (a variable for tests).
@@ -107,7 +106,7 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
-		tftp: tftp, ipxeDir: ipxeDir, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS,
+		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS,
 		probe: arpprobe.New(cfg.Interface)}
 	d.scout = newScout(d)
 	return d, nil
@@ -175,7 +174,7 @@ func (d *daemon) serveTFTP(ctx context.Context) error {
 		conn.Close()
 		return fmt.Errorf("tftp: find the bootd binary to run its worker: %w", err)
 	}
-	return tftpd.Worker{Exe: exe, Root: d.ipxeDir, Log: d.log.WithField("listener", "tftp")}.Serve(ctx, conn)
+	return tftpd.Worker{Exe: exe, Server: d.tftp, Log: d.log.WithField("listener", "tftp")}.Serve(ctx, conn)
 }
 
 // checkReplySource warns when the kernel would send to the lab from another address than

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pin/tftp/v3"
@@ -34,13 +33,12 @@ const (
 // only, so the client learns nothing about the server's files.
 var errNotFound = errors.New("file not found")
 
-// Server serves the Allowed files from one directory.
+// Server serves the Allowed files from one directory. bootd's process keeps it to check the
+// directory once and for UEFI HTTP boot (Open); the TFTP socket itself is served by a Worker.
 type Server struct {
-	root string
-	log  logrus.FieldLogger
-
-	mu   sync.Mutex
-	addr net.Addr
+	root  string
+	files []string // the Allowed files root holds, found by New
+	log   logrus.FieldLogger
 }
 
 // New returns a Server for root, the iPXE directory. It fails if root holds
@@ -51,7 +49,7 @@ func New(root string, log logrus.FieldLogger) (*Server, error) {
 		return nil, err
 	}
 	log.WithFields(logrus.Fields{"dir": root, "files": strings.Join(found, ",")}).Info("tftp files available")
-	return &Server{root: root, log: log}, nil
+	return &Server{root: root, files: found, log: log}, nil
 }
 
 // servable lists the Allowed files root holds, warning about any present but refused.
@@ -76,30 +74,9 @@ func servable(root string, log logrus.FieldLogger) ([]string, error) {
 	return found, nil
 }
 
-// Serve listens on addr (e.g. "10.80.0.1:69", or "127.0.0.1:0" in tests)
-// and serves until ctx is done; then it waits for running transfers to end
-// and returns nil.
-func (s *Server) Serve(ctx context.Context, addr string) error {
-	ua, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return fmt.Errorf("tftp listen %s: %w", addr, err)
-	}
-	conn, err := net.ListenUDP("udp", ua)
-	if err != nil {
-		return fmt.Errorf("tftp listen: %w", err)
-	}
-	return s.ServeConn(ctx, conn)
-}
-
-// ServeConn is Serve on a socket the caller has bound. It closes conn.
-func (s *Server) ServeConn(ctx context.Context, conn *net.UDPConn) error {
-	return s.serveConn(ctx, conn, true)
-}
-
-func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn, announce bool) error {
-	s.mu.Lock()
-	s.addr = conn.LocalAddr()
-	s.mu.Unlock()
+// serveConn serves conn until ctx is done, then waits for running transfers to end and returns
+// nil. It closes conn.
+func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn) error {
 	ts := tftp.NewServer(s.read, nil) // nil write handler: read-only
 	ts.SetTimeout(timeout)
 	ts.SetRetries(retries)
@@ -109,16 +86,14 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn, announce bool
 	// still caps them, and it fits a 1500-byte link.
 	ts.SetBlockSizeNegotiation(false)
 	ts.SetHook(hook{s.log})
-	if announce {
-		s.log.WithField("addr", conn.LocalAddr().String()).Info("tftp listening")
-	}
 
 	done := make(chan error, 1)
 	go func() { done <- ts.Serve(plainConn{conn}) }()
 	select {
 	case <-ctx.Done():
-		ts.Shutdown() // closes conn, waits for running transfers
+		ts.Shutdown() // waits for running transfers
 		<-done
+		conn.Close() // Shutdown closes it only once Serve has taken it, which a quick cancel beats
 		return nil
 	case err := <-done:
 		conn.Close()
@@ -134,14 +109,6 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn, announce bool
 // source address as it routes the reply; bootd serves one subnet on one interface, so that is the
 // address the request came to (bootd checks it at start: checkReplySource).
 type plainConn struct{ net.PacketConn }
-
-// Addr returns the bound address once Serve has bound it, nil before; with
-// port 0 it tells tests where to send.
-func (s *Server) Addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
-}
 
 // read is pin/tftp's read handler: one call per RRQ.
 func (s *Server) read(path string, rf io.ReaderFrom) error {

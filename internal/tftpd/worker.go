@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -51,9 +50,9 @@ const (
 // Worker runs TFTP in a child process on a socket the parent bound, relays the child's log
 // entries to Log, and starts it again when it dies.
 type Worker struct {
-	Exe  string // the bootd binary (os.Executable): it must run RunWorker for WorkerCommand
-	Root string // the iPXE directory
-	Log  logrus.FieldLogger
+	Exe    string  // the bootd binary (os.Executable): it must run RunWorker for WorkerCommand
+	Server *Server // what to serve: its directory and the files New found there
+	Log    logrus.FieldLogger
 }
 
 // Serve runs workers on conn until ctx is done, then stops the one running and returns nil. It
@@ -66,18 +65,12 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 		return fmt.Errorf("tftp worker socket: %w", err)
 	}
 	defer sock.Close()
-	quiet := logrus.New()
-	quiet.SetOutput(io.Discard)
-	files, err := servable(w.Root, quiet)
-	if err != nil {
-		return err
-	}
 	cred, as := w.credential()
 	w.Log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
 	var deaths []time.Time
 	everReady := false
 	for {
-		ready, err := w.runOnce(ctx, sock, cred, files)
+		ready, err := w.runOnce(ctx, sock, cred)
 		everReady = everReady || ready
 		if ctx.Err() != nil {
 			return nil
@@ -127,8 +120,8 @@ func recent(ts []time.Time, window time.Duration) []time.Time {
 // runOnce starts one worker and returns when it exits, stopping it once ctx is done: it closes
 // the worker's lifeline, then kills it if it is still there after stopWait. ready reports whether
 // the worker got as far as serving.
-func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Credential, files []string) (ready bool, err error) {
-	args := []string{WorkerCommand, "--ipxe-dir", w.Root, "--files", strings.Join(files, ",")}
+func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Credential) (ready bool, err error) {
+	args := []string{WorkerCommand, "--ipxe-dir", w.Server.root, "--files", strings.Join(w.Server.files, ",")}
 	if w.debug() {
 		args = append(args, "--debug")
 	}
@@ -235,7 +228,7 @@ func (w Worker) credential() (*syscall.Credential, string) {
 	if blocker := notForOthers(w.Exe, 0o001); blocker != "" {
 		return nil, "root: other users may not run " + blocker + ", so nobody could not start the worker"
 	}
-	if blocker := unreadableByOthers(w.Root); blocker != "" {
+	if blocker := w.Server.unreadableByOthers(); blocker != "" {
 		return nil, "root: " + blocker + " is not readable by other users, so nobody could not serve it"
 	}
 	uid, gid := uint32(65534), uint32(65534)
@@ -251,16 +244,16 @@ func (w Worker) credential() (*syscall.Credential, string) {
 }
 
 // unreadableByOthers names the first file or directory that users other than its owner may not
-// read or search on the way to a servable iPXE binary, by the path as given (the worker walks
-// root) and as resolved (links may lead out of root), or returns "".
-func unreadableByOthers(root string) string {
-	if blocker := notForOthers(root, 0o001); blocker != "" {
+// read or search on the way to one of s's files, by the path as given (the worker walks root) and
+// as resolved (links may lead out of root), or returns "".
+func (s *Server) unreadableByOthers() string {
+	if blocker := notForOthers(s.root, 0o001); blocker != "" {
 		return blocker
 	}
-	for _, name := range Allowed {
-		f, _, err := open(root, name)
+	for _, name := range s.files {
+		f, _, err := open(s.root, name)
 		if err != nil {
-			continue // not served at all
+			return filepath.Join(s.root, name) // gone since New: the worker will say why
 		}
 		target := f.Name() // open resolved the links
 		f.Close()

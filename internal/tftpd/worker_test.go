@@ -90,14 +90,15 @@ func startWorkerAt(t *testing.T, level logrus.Level, exe, root string) (addr str
 	base, hook := logtest.NewNullLogger()
 	base.SetLevel(level)
 	log := base.WithField("listener", "tftp")
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := loopback(t)
 	addr = conn.LocalAddr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Worker{Exe: exe, Root: root, Log: log}.Serve(ctx, conn) }()
+	srv, err := New(root, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- Worker{Exe: exe, Server: srv, Log: log}.Serve(ctx, conn) }()
 	stopped := false
 	stop = func() error {
 		if stopped {
@@ -263,13 +264,14 @@ func TestWorkerThatKeepsDying(t *testing.T) {
 		t.Fatal(err)
 	}
 	log, hook := logtest.NewNullLogger()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	conn := loopback(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, err := New(ipxeDir(t), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err = Worker{Exe: broken, Root: ipxeDir(t), Log: log}.Serve(ctx, conn)
+	err = Worker{Exe: broken, Server: srv, Log: log}.Serve(ctx, conn)
 	if ctx.Err() != nil {
 		t.Fatal("Serve kept restarting a worker that always dies")
 	}
@@ -625,6 +627,11 @@ func serveAsTestParent(addr, root string) {
 	exe, _ := os.Executable()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	fmt.Fprintln(os.Stderr, Worker{Exe: exe, Root: root, Log: log}.Serve(context.Background(), conn))
+	srv, err := New(root, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Fprintln(os.Stderr, Worker{Exe: exe, Server: srv, Log: log}.Serve(context.Background(), conn))
 	os.Exit(1)
 }

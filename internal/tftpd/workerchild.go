@@ -2,7 +2,6 @@ package tftpd
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/cli"
 )
 
 // RunWorker is the worker's side, `bootd tftp-worker --ipxe-dir D --files F,... [--debug]`: it
@@ -20,10 +21,11 @@ import (
 // of the files bootd found (it may run as another user). SIGTERM and SIGINT are ignored: they
 // reach the whole service at once, and bootd stops its worker itself.
 func RunWorker(args []string) error {
-	flags := flag.NewFlagSet(WorkerCommand, flag.ContinueOnError)
-	flags.Usage = func() {
-		fmt.Fprintf(flags.Output(), "Usage: bootd %s --ipxe-dir D --files F,... [--debug]\n\nInternal: bootd serve runs this as its TFTP process, on a socket it passes as fd 3;\nit stops when its standard input ends.\n", WorkerCommand)
-	}
+	flags := cli.NewFlagSet(WorkerCommand, "Usage: bootd "+WorkerCommand+` --ipxe-dir D --files F,... [--debug]
+
+Internal: bootd serve runs this as its TFTP process, on a socket it passes as fd 3;
+it stops when its standard input ends.
+`)
 	root := flags.String("ipxe-dir", "", "directory with the iPXE binaries")
 	files := flags.String("files", "", "comma-separated names the worker must be able to serve")
 	debug := flags.Bool("debug", false, "log each transfer's protocol details")
@@ -31,8 +33,7 @@ func RunWorker(args []string) error {
 		return err
 	}
 	signal.Ignore(syscall.SIGTERM, os.Interrupt)
-	log := logrus.New()
-	log.SetOutput(os.Stderr)
+	log := logrus.New() // to stderr, bootd's relay
 	log.SetFormatter(&logrus.JSONFormatter{})
 	if *debug {
 		log.SetLevel(logrus.DebugLevel)
@@ -50,7 +51,7 @@ func RunWorker(args []string) error {
 	}
 	ctx := untilStdinEnds(context.Background())
 	log.WithField(readyField, true).Info("tftp worker ready")
-	return (&Server{root: *root, log: log}).serveConn(ctx, conn, false)
+	return (&Server{root: *root, log: log}).serveConn(ctx, conn)
 }
 
 func inheritedConn() (*net.UDPConn, error) {
