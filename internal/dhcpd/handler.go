@@ -115,7 +115,7 @@ func (h *Handler) Reply(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 	}
 	switch req.MessageType() {
 	case dhcpv4.MessageTypeDiscover:
-		return h.lease(req, dhcpv4.MessageTypeOffer, log)
+		return h.offer(req, log)
 	case dhcpv4.MessageTypeRequest:
 		return h.request(req, log)
 	case dhcpv4.MessageTypeRelease:
@@ -157,14 +157,14 @@ func (h *Handler) forUs(req *dhcpv4.DHCPv4) bool {
 	return req.ServerIdentifier().Equal(h.serverIP)
 }
 
-// lease answers a DISCOVER (OFFER) or a valid REQUEST (ACK) with the client's lease.
-func (h *Handler) lease(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
+// offer answers a DISCOVER with the client's lease; an OFFER binds nothing (see Leaser).
+func (h *Handler) offer(req *dhcpv4.DHCPv4, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
 	c := classify(req)
-	l, ok := h.lookup(req, c, typ == dhcpv4.MessageTypeAck, log)
+	l, ok := h.lookup(req, c, false, log)
 	if !ok {
 		return nil
 	}
-	return h.leaseReply(req, typ, c, l, log)
+	return h.leaseReply(req, dhcpv4.MessageTypeOffer, c, l, log)
 }
 
 // lookup asks the Leaser for req's lease, logging why there is none.
