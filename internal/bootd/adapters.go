@@ -253,16 +253,15 @@ func (c controller) Assign(r ctl.AssignRequest) (inventory.Node, error) {
 			return inventory.Node{}, ctl.Invalid(err)
 		}
 	}
-	prev, known := c.d.nodeByName(p.Name)
-	n, err := c.d.inv.Assign(inventory.AssignRequest{Name: p.Name, Role: p.Role, Address: p.Address, MAC: r.MAC, Replace: r.Replace})
+	a, err := c.d.inv.Assign(inventory.AssignRequest{Name: p.Name, Role: p.Role, Address: p.Address, MAC: r.MAC, Replace: r.Replace})
 	if err != nil {
-		return n, err
+		return a.Node, err
 	}
-	c.d.log.WithFields(map[string]any{"node": n.Name, "mac": n.MAC, "address": n.Address, "role": n.Role}).Info("machine assigned")
-	if known && prev.MAC != n.MAC {
-		c.d.forgetHostKeys(n.Name) // the name moved to other hardware (--replace)
+	c.d.log.WithFields(map[string]any{"node": a.Name, "mac": a.MAC, "address": a.Address, "role": a.Role}).Info("machine assigned")
+	if a.Replaced != nil {
+		c.d.forgetHostKeys(a.Name) // the name moved to other hardware (--replace)
 	}
-	return n, nil
+	return a.Node, nil
 }
 
 func (c controller) Unassign(name string) (inventory.Node, error) {
@@ -280,16 +279,6 @@ func (d *daemon) forgetHostKeys(name string) {
 	if err := d.secrets.Forget(name); err != nil {
 		d.log.WithError(err).WithField("node", name).Error("old host keys of the node kept; remove them from the state directory by hand")
 	}
-}
-
-func (d *daemon) nodeByName(name string) (inventory.Node, bool) {
-	nodes, _ := d.inv.Snapshot()
-	for _, n := range nodes {
-		if n.Name == name {
-			return n, true
-		}
-	}
-	return inventory.Node{}, false
 }
 
 func (d *daemon) nodesReply() ctl.NodesReply {

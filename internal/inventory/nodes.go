@@ -108,28 +108,35 @@ func mergeFacts(dst *Facts, src Facts) bool {
 	return changed
 }
 
+// Assignment is what Assign did: the node, and the binding of its name to other hardware that it
+// replaced (--replace), if any.
+type Assignment struct {
+	Node
+	Replaced *Node
+}
+
 // Assign binds a waiting machine to req.Name.
-func (s *Store) Assign(req AssignRequest) (Node, error) {
+func (s *Store) Assign(req AssignRequest) (Assignment, error) {
 	s.lockIdle()
 	defer s.mu.Unlock()
 	s.pruneWaiting(s.now())
 	mac, err := s.pickMAC(req.MAC)
 	if err != nil {
-		return Node{}, err
+		return Assignment{}, err
 	}
 	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.MAC == mac }); i >= 0 {
 		n := s.data.Nodes[i]
 		if n.Name == req.Name {
-			return n, nil // already so: assigning twice is harmless
+			return Assignment{Node: n}, nil // already so: assigning twice is harmless
 		}
-		return Node{}, &Conflict{fmt.Sprintf("machine %s is already %s (%s, %s); run `bootd unassign %s` first", mac, n.Name, n.Role, n.Address, n.Name)}
+		return Assignment{}, &Conflict{fmt.Sprintf("machine %s is already %s (%s, %s); run `bootd unassign %s` first", mac, n.Name, n.Role, n.Address, n.Name)}
 	}
 	w := slices.IndexFunc(s.data.Waiting, func(m Machine) bool { return m.MAC == mac })
 	if w < 0 {
-		return Node{}, &Conflict{fmt.Sprintf("no machine with MAC %s has netbooted here: power it on with network boot first and look for it in `bootd nodes`", mac)}
+		return Assignment{}, &Conflict{fmt.Sprintf("no machine with MAC %s has netbooted here: power it on with network boot first and look for it in `bootd nodes`", mac)}
 	}
 	if err := s.checkFree(req); err != nil {
-		return Node{}, err
+		return Assignment{}, err
 	}
 	return s.bind(req, s.data.Waiting[w])
 }
@@ -163,8 +170,13 @@ func (s *Store) checkFree(req AssignRequest) error {
 }
 
 // bind turns waiting machine m into node req.Name, replacing an older binding of the name.
-func (s *Store) bind(req AssignRequest, m Machine) (Node, error) {
+func (s *Store) bind(req AssignRequest, m Machine) (Assignment, error) {
 	old := s.data
+	var replaced *Node
+	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.Name == req.Name }); i >= 0 {
+		prev := s.data.Nodes[i]
+		replaced = &prev
+	}
 	node := Node{
 		Name: req.Name, Role: req.Role, MAC: m.MAC, Address: req.Address, State: StateAssigned,
 		Facts: m.Facts, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen, AssignedAt: s.now(),
@@ -175,9 +187,9 @@ func (s *Store) bind(req AssignRequest, m Machine) (Node, error) {
 	s.data.Waiting = slices.DeleteFunc(slices.Clone(s.data.Waiting), func(w Machine) bool { return w.MAC == m.MAC })
 	if err := s.save(); err != nil {
 		s.data = old
-		return Node{}, err
+		return Assignment{}, err
 	}
-	return node, nil
+	return Assignment{Node: node, Replaced: replaced}, nil
 }
 
 // Unassign forgets the node called name; its machine will wait to be named again at its next boot.

@@ -48,13 +48,14 @@ const (
 
 func TestAssign(t *testing.T) {
 	tests := []struct {
-		name    string
-		waiting []string
-		before  []AssignRequest
-		req     AssignRequest
-		wantMAC string
-		wantErr string // substring; "" means success
-		ambig   bool
+		name     string
+		waiting  []string
+		before   []AssignRequest
+		req      AssignRequest
+		wantMAC  string
+		wantErr  string // substring; "" means success
+		replaced string // MAC of the name's earlier binding that the assignment replaced
+		ambig    bool
 	}{
 		{name: "the one waiting machine", waiting: []string{macA}, req: req("c4", ""), wantMAC: macA},
 		{name: "by MAC in another spelling", waiting: []string{macA, macB}, req: req("c4", "52-54-00-00-00-0B"), wantMAC: macB},
@@ -63,7 +64,7 @@ func TestAssign(t *testing.T) {
 		{name: "unknown MAC", waiting: []string{macA}, req: req("c4", macC), wantErr: "has netbooted here"},
 		{name: "bad MAC", waiting: []string{macA}, req: req("c4", "52:54:00"), wantErr: "not an Ethernet MAC"},
 		{name: "name in use", waiting: []string{macA, macB}, before: []AssignRequest{req("c4", macA)}, req: req("c4", macB), wantErr: "add --replace"},
-		{name: "replace moves the name", waiting: []string{macA, macB}, before: []AssignRequest{req("c4", macA)}, req: func() AssignRequest { r := req("c4", macB); r.Replace = true; return r }(), wantMAC: macB},
+		{name: "replace moves the name", waiting: []string{macA, macB}, before: []AssignRequest{req("c4", macA)}, req: func() AssignRequest { r := req("c4", macB); r.Replace = true; return r }(), wantMAC: macB, replaced: macA},
 		{name: "machine already another node", waiting: []string{macA}, before: []AssignRequest{req("c1", macA)}, req: req("c4", macA), wantErr: "already c1"},
 		{name: "same assignment twice", waiting: []string{macA}, before: []AssignRequest{req("c4", macA)}, req: req("c4", macA), wantMAC: macA},
 		{name: "address in use", waiting: []string{macA, macB}, before: []AssignRequest{req("c1", macA)}, req: AssignRequest{Name: "c9", Address: netip.MustParseAddr("10.80.0.101"), MAC: macB}, wantErr: "already used by node c1"},
@@ -92,6 +93,8 @@ func TestAssign(t *testing.T) {
 				t.Fatal(err)
 			case n.MAC != tt.wantMAC || n.Name != tt.req.Name || n.State != StateAssigned:
 				t.Fatalf("node = %+v, want %s on %s, assigned", n, tt.req.Name, tt.wantMAC)
+			case (n.Replaced == nil) != (tt.replaced == "") || n.Replaced != nil && n.Replaced.MAC != tt.replaced:
+				t.Fatalf("replaced = %+v, want the binding on %q", n.Replaced, tt.replaced)
 			}
 		})
 	}
