@@ -113,7 +113,7 @@ func TestNFSLive(t *testing.T) {
 		t.Fatal(runErr)
 	}
 
-	checkNFSConsole(t, out, r, inv, nodes)
+	checkNFSConsole(t, out, r, inv)
 	t.Logf("NFS VM markers:\n%s", nfsMarkers(out))
 	t.Logf("FIGURES (TCG, 1 vCPU, kernel %s): image and disk built in %s, VM power on to power off %s; %s",
 		release, built.Round(100*time.Millisecond), ran.Round(100*time.Millisecond), nfsPhases(out))
@@ -164,7 +164,7 @@ func nfsNode(t *testing.T, r bootd.Renderer, inv []inventory.Node, name string, 
 // checkNFSConsole checks the VM's report: the scenario ran to the end without a failed check,
 // every check passed, the live exports are the rendered ones with their options, and c1 mounted
 // both shares from the master's address, which only its /etc/hosts could have given.
-func checkNFSConsole(t *testing.T, out string, r bootd.Renderer, inv []inventory.Node, nodes []vlab.NFSNode) {
+func checkNFSConsole(t *testing.T, out string, r bootd.Renderer, inv []inventory.Node) {
 	t.Helper()
 	if m := regexp.MustCompile(`(?m)^.*(NFSTEST-FAIL|NFSTEST-FATAL|NFSVM-FATAL).*$`).FindAllString(out, -1); m != nil {
 		t.Errorf("the NFS VM reported failures:\n%s", strings.Join(m, "\n"))

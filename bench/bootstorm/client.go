@@ -44,9 +44,8 @@ type clientSpec struct {
 
 // clientResult is what one client measured.
 type clientResult struct {
-	DHCP                 time.Duration // DISCOVER sent .. ACK received
+	DHCP                 time.Duration // DISCOVER sent (Start) .. ACK received
 	Offer                time.Duration // DISCOVER sent .. OFFER received
-	DiscoverAt, AckAt    time.Time
 	TFTPStart, TFTPEnd   time.Time
 	TFTPBytes            int64
 	HTTPStart, HTTPEnd   time.Time
@@ -98,17 +97,14 @@ func (c *client) run(ctx context.Context, spec clientSpec) (r clientResult) {
 	r.Start = time.Now()
 	defer func() { r.End = time.Now() }()
 
-	t0 := time.Now()
-	r.DiscoverAt = t0
 	mods := pxeModifiers(c.mac)
 	offer, err := c.dhcp.DiscoverOffer(ctx, mods...)
-	r.Offer = time.Since(t0)
+	r.Offer = time.Since(r.Start)
 	var lease *nclient4.Lease
 	if err == nil {
 		lease, err = c.dhcp.RequestFromOffer(ctx, offer, mods...)
 	}
-	r.AckAt = time.Now()
-	r.DHCP = r.AckAt.Sub(t0)
+	r.DHCP = time.Since(r.Start)
 	if err != nil {
 		r.Err = fmt.Errorf("dhcp: %w", err)
 		return r

@@ -146,7 +146,7 @@ func (r round) timeline() string {
 		return t.Sub(r.t0).Microseconds()
 	}
 	for i, c := range r.clients {
-		fmt.Fprintf(&b, "%d %d %d %d %d %d %d %s %d\n", us(c.DiscoverAt), us(c.DiscoverAt.Add(c.Offer)), us(c.AckAt),
+		fmt.Fprintf(&b, "%d %d %d %d %d %d %d %s %d\n", us(c.Start), us(c.Start.Add(c.Offer)), us(c.Start.Add(c.DHCP)),
 			us(c.TFTPStart), us(c.TFTPEnd), us(c.HTTPStart), us(c.End), c.LeasedIP, i)
 	}
 	return b.String()

@@ -118,7 +118,8 @@ func checkCluster(c Cluster) error {
 
 // checkNTPServers keeps each upstream time source to one word: it is the NAME of a
 // "pool NAME iburst" line, where a blank, newline or # would add options, directives or a
-// comment to the master's chrony.conf.
+// comment to the master's chrony.conf. bootd's config already refuses such names with their
+// file:line (config.checkNTPServers); this guards the template itself, whoever fills it.
 func checkNTPServers(servers []string) error {
 	for i, s := range servers {
 		if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '#' || r == 0x7f }) {

@@ -271,7 +271,6 @@ func TestMasterNTPServers(t *testing.T) {
 		want    []string
 	}{
 		{"none", nil, nil},
-		{"empty", []string{}, nil},
 		{"reference lab", []string{"2.rocky.pool.ntp.org"}, []string{"pool 2.rocky.pool.ntp.org iburst"}},
 		{"two", []string{"ntp1.lab.example", "192.0.2.7"}, []string{"pool ntp1.lab.example iburst", "pool 192.0.2.7 iburst"}},
 	} {

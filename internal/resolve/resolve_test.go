@@ -13,19 +13,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
-
-func quietLog() logrus.FieldLogger {
-	l := logrus.New()
-	l.SetOutput(&bytes.Buffer{})
-	l.SetLevel(logrus.DebugLevel) // run the logging code, print nothing
-	return l
-}
 
 // fixture is a repository with a -> b -> bash (-> filesystem -> setup) and
 // c, an unrelated package.
@@ -79,7 +70,7 @@ func fileHash(t *testing.T, p string) string {
 
 func lockFixture(t *testing.T, repo string) *resolve.LockFile {
 	t.Helper()
-	l, err := resolve.Lock(testrepo.Context(t), request(repo, "a"), t.TempDir(), quietLog())
+	l, err := resolve.Lock(testrepo.Context(t), request(repo, "a"), t.TempDir(), testrepo.QuietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +152,7 @@ func TestLockIsDeterministic(t *testing.T) {
 func TestLockMissingPackage(t *testing.T) {
 	testrepo.NeedTools(t, "dnf")
 	repo := fixture(t)
-	_, err := resolve.Lock(testrepo.Context(t), request(repo, "a", "nosuch"), t.TempDir(), quietLog())
+	_, err := resolve.Lock(testrepo.Context(t), request(repo, "a", "nosuch"), t.TempDir(), testrepo.QuietLog())
 	if err == nil {
 		t.Fatal("lock succeeded with a package no repo has")
 	}
@@ -297,7 +288,7 @@ func TestLockPinsEarlierLayers(t *testing.T) {
 	req := request(repo, "a")
 	req.Layers[0].Packages = []string{"b"}
 	req.Layers[1].Repos = []rpmcmd.Repo{{ID: "updates", BaseURL: "file://" + updates}}
-	l, err := resolve.Lock(testrepo.Context(t), req, t.TempDir(), quietLog())
+	l, err := resolve.Lock(testrepo.Context(t), req, t.TempDir(), testrepo.QuietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +299,7 @@ func TestLockPinsEarlierLayers(t *testing.T) {
 		t.Errorf("app layer: %q, want only a", got)
 	}
 	req.Layers[1].Packages = []string{"d"}
-	_, err = resolve.Lock(testrepo.Context(t), req, t.TempDir(), quietLog())
+	_, err = resolve.Lock(testrepo.Context(t), req, t.TempDir(), testrepo.QuietLog())
 	if err == nil || !strings.Contains(err.Error(), "layer app") {
 		t.Errorf("err %v, want a resolve failure of layer app", err)
 	}

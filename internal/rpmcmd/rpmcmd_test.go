@@ -1,7 +1,6 @@
 package rpmcmd_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,18 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
-
-func quietLog() logrus.FieldLogger {
-	l := logrus.New()
-	l.SetOutput(&bytes.Buffer{})
-	l.SetLevel(logrus.DebugLevel)
-	return l
-}
 
 // fixture builds a repo where a's %post runs in the image: a -> b -> bash.
 func fixture(t *testing.T) (string, []string) {
@@ -54,7 +44,7 @@ func sum(t *testing.T, p string) string {
 
 func queryAll(t *testing.T, root string) string {
 	t.Helper()
-	env := &rpmcmd.Env{Root: root, WorkDir: t.TempDir(), Log: quietLog()}
+	env := &rpmcmd.Env{Root: root, WorkDir: t.TempDir(), Log: testrepo.QuietLog()}
 	out, err := env.RPM(testrepo.Context(t), "-qa", "--qf", "%{NAME}\n")
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +65,7 @@ func TestInstallFiles(t *testing.T) {
 		if i == 1 {
 			sort.Sort(sort.Reverse(sort.StringSlice(given)))
 		}
-		opt := rpmcmd.InstallOptions{WorkDir: t.TempDir(), SourceDateEpoch: 1700000000, Log: quietLog()}
+		opt := rpmcmd.InstallOptions{WorkDir: t.TempDir(), SourceDateEpoch: 1700000000, Log: testrepo.QuietLog()}
 		if err := rpmcmd.InstallFiles(testrepo.Context(t), root, given, opt); err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +122,7 @@ func TestDNFInstall(t *testing.T) {
 	repo, _ := fixture(t)
 	root := t.TempDir()
 	env := &rpmcmd.Env{
-		Root: root, WorkDir: t.TempDir(), ReleaseVer: "9", Arch: "x86_64", Log: quietLog(),
+		Root: root, WorkDir: t.TempDir(), ReleaseVer: "9", Arch: "x86_64", Log: testrepo.QuietLog(),
 		SourceDateEpoch: 1700000000,
 		Repos:           []rpmcmd.Repo{{ID: "baseos", Name: "BaseOS", BaseURL: "file://" + repo}},
 	}

@@ -2,10 +2,13 @@ package testrepo
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // NeedTools fails t unless it runs as root with rpmbuild, createrepo_c, rpm,
@@ -28,4 +31,13 @@ func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// QuietLog is a logger for tests that runs every logging call, debug included, and prints
+// nothing.
+func QuietLog() logrus.FieldLogger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	l.SetLevel(logrus.DebugLevel)
+	return l
 }
