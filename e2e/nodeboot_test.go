@@ -243,7 +243,8 @@ func tamperedRoot(ctx context.Context, t *testing.T, lab *vlab.Lab, dir, imgDir,
 	ctx, cancel := context.WithTimeout(ctx, bootLimit)
 	defer cancel()
 	www := filepath.Join(dir, "tampered-www")
-	if err := os.MkdirAll(www, 0o755); err != nil {
+	served := filepath.Join(www, "images", "tampered", "1")
+	if err := os.MkdirAll(served, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(imgDir, "rootfs.squashfs"))
@@ -251,39 +252,26 @@ func tamperedRoot(ctx context.Context, t *testing.T, lab *vlab.Lab, dir, imgDir,
 		t.Fatal(err)
 	}
 	data[len(data)/2] ^= 0xff
-	if err := os.WriteFile(filepath.Join(www, "rootfs.squashfs"), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(served, "rootfs.squashfs"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lab.Start(ctx, filepath.Join(dir, "tampered-httpd.log"), "busybox", "httpd", "-f", "-p", "10.80.0.1:8081", "-h", www); err != nil {
 		t.Fatal(err)
 	}
-	// A tap of our own on the lab's bridge; it goes with the lab's namespace.
-	tap := "tapneg0"
-	for _, args := range [][]string{{"ip", "tuntap", "add", tap, "mode", "tap"}, {"ip", "link", "set", tap, "master", lab.Bridge}, {"ip", "link", "set", tap, "up"}} {
-		if out, err := lab.Command(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v %s", args, err, out)
-		}
-	}
-	console := filepath.Join(dir, "tampered.console")
-	mac := "52:54:00:e2:b0:66"
-	appendArgs := strings.Join([]string{"ip=10.80.0.166::" + ":255.255.255.0:tampered::none", "BOOTIF=01-" + strings.ReplaceAll(mac, ":", "-"),
-		"bootd=http://10.80.0.1", "root=live:http://10.80.0.1:8081/rootfs.squashfs", "rd.live.image", "rd.live.overlay.overlayfs=1",
-		"rd.shell=0", "rd.emergency=halt", "rd.bootd.sha256=" + sha, cmdline}, " ")
-	started := time.Now()
-	p, err := lab.Start(ctx, filepath.Join(dir, "tampered.qemu.log"), "qemu-system-x86_64", "-accel", "tcg", "-nographic", "-no-reboot",
-		"-m", fmt.Sprint(nodeBootMemoryMiB), "-smp", "1", "-monitor", "none", "-serial", "file:"+console,
-		"-kernel", filepath.Join(imgDir, "vmlinuz"), "-initrd", filepath.Join(imgDir, "initramfs.img"), "-append", appendArgs,
-		"-netdev", "tap,id=n0,ifname="+tap+",script=no,downscript=no", "-device", "e1000,netdev=n0,mac="+mac)
+	// bootd's own command line for this node (httpd.KernelArgs), its live root on this server.
+	appendArgs := liveRootArgs("10.80.0.1:8081", "10.80.0.166", "52:54:00:e2:b0:66", "tampered", "/images/tampered/1/rootfs.squashfs", sha, cmdline)
+	vm, err := lab.StartKernelVM(ctx, vlab.KernelVMSpec{Name: "tampered", MAC: "52:54:00:e2:b0:66", MemoryMiB: nodeBootMemoryMiB,
+		Kernel: filepath.Join(imgDir, "vmlinuz"), Initrd: filepath.Join(imgDir, "initramfs.img"), Append: appendArgs}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Kill)
-	if err := p.Wait(ctx); err != nil {
+	t.Cleanup(vm.Kill)
+	started := vm.Started
+	if err := vm.Wait(ctx); err != nil {
 		t.Fatalf("the VM booting a tampered root did not power off: %v", err)
 	}
 	t.Logf("tampered root: the VM stopped %s after power on", time.Since(started).Round(time.Millisecond))
-	out, _ := os.ReadFile(console)
-	got := strings.ReplaceAll(string(out), "\r", "")
+	got := strings.ReplaceAll(vm.Console(), "\r", "")
 	m := regexp.MustCompile(`NODEBOOT-FATAL: root image \S+ has sha256 ([0-9a-f]{64}), want ([0-9a-f]{64})`).FindStringSubmatch(got)
 	if m == nil || m[2] != sha || m[1] == sha {
 		t.Errorf("the initramfs did not refuse the tampered root image; console markers:\n%s", markers(got))

@@ -78,22 +78,23 @@ type targetView struct {
 	Args       string
 }
 
-// targetArgs is the kernel command line: initrd names, dracut's static ip= and BOOTIF=, where
-// bootd is, what dracut does when the boot fails, then the image's own arguments (last, so an
-// image built for debugging can ask for rd.shell again).
-func (s *Server) targetArgs(t Target) string {
+// KernelArgs is the kernel command line bootd gives t: initrd names, dracut's static ip= and
+// BOOTIF=, where bootd is, what dracut does when the boot fails, the live root, then the image's
+// own arguments (last, so an image built for debugging can ask for rd.shell again). Exported so
+// the end-to-end tests that boot a kernel directly boot what a node gets.
+func KernelArgs(opts Options, t Target) string {
 	args := make([]string, 0, len(t.Initrds)+10)
 	for _, name := range t.Initrds {
 		args = append(args, "initrd="+name)
 	}
 	gw := ""
-	if s.opts.Gateway.IsValid() {
-		gw = s.opts.Gateway.String()
+	if opts.Gateway.IsValid() {
+		gw = opts.Gateway.String()
 	}
 	args = append(args,
-		fmt.Sprintf("ip=%s::%s:%s:%s::none", t.Address, gw, s.opts.Netmask, t.Name),
+		fmt.Sprintf("ip=%s::%s:%s:%s::none", t.Address, gw, opts.Netmask, t.Name),
 		"BOOTIF=01-"+strings.ReplaceAll(t.MAC.String(), ":", "-"),
-		"bootd="+s.opts.BaseURL,
+		"bootd="+opts.BaseURL,
 		// A boot that fails in the initramfs (a root image bootd-verify refused, a root that
 		// never came) stops the node: no root shell for whoever stands at its console
 		// (rd.shell=0), and halt (rd.emergency=halt, dracut's choice with rd.shell=0, said
@@ -106,7 +107,7 @@ func (s *Server) targetArgs(t Target) string {
 		// dracut's live root: the initramfs fetches the squashfs over HTTP into RAM (kept
 		// compressed), checks it against the manifest's hash, and mounts it under a tmpfs overlay.
 		// targetView refuses a root image without a hash: bootd-verify boots one unchecked.
-		args = append(args, "root=live:"+s.imageURL(t, t.Rootfs), "rd.live.image", "rd.live.overlay.overlayfs=1",
+		args = append(args, "root=live:"+imageURL(opts.BaseURL, t, t.Rootfs), "rd.live.image", "rd.live.overlay.overlayfs=1",
 			"rd.bootd.sha256="+t.RootfsSHA256)
 	}
 	if t.Cmdline != "" {
@@ -120,9 +121,9 @@ func (s *Server) targetView(t Target) (targetView, error) {
 	if t.Rootfs != "" && !isSHA256Hex(t.RootfsSHA256) {
 		return targetView{}, fmt.Errorf("image %s/%s: root image %s has no sha256 to check it against (%q)", t.Image, t.Version, t.Rootfs, t.RootfsSHA256)
 	}
-	v := targetView{Target: t, Args: s.targetArgs(t), KernelURL: s.imageURL(t, t.Kernel)}
+	v := targetView{Target: t, Args: KernelArgs(s.opts, t), KernelURL: imageURL(s.opts.BaseURL, t, t.Kernel)}
 	for _, f := range t.Initrds {
-		v.InitrdURLs = append(v.InitrdURLs, s.imageURL(t, f))
+		v.InitrdURLs = append(v.InitrdURLs, imageURL(s.opts.BaseURL, t, f))
 	}
 	// Everything goes into an iPXE script: refuse what iPXE would expand or split.
 	for _, field := range append([]string{v.Args, v.KernelURL, t.Name, t.Role, t.Image, t.Version}, v.InitrdURLs...) {
@@ -133,8 +134,8 @@ func (s *Server) targetView(t Target) (targetView, error) {
 	return v, nil
 }
 
-func (s *Server) imageURL(t Target, file string) string {
-	return fmt.Sprintf("%s/images/%s/%s/%s", s.opts.BaseURL, url.PathEscape(t.Image), url.PathEscape(t.Version), url.PathEscape(file))
+func imageURL(base string, t Target, file string) string {
+	return fmt.Sprintf("%s/images/%s/%s/%s", base, url.PathEscape(t.Image), url.PathEscape(t.Version), url.PathEscape(file))
 }
 
 func (s *Server) discoveryView(mac net.HardwareAddr, f Facts) discoveryView {

@@ -304,44 +304,20 @@ func (l *Lab) StartKernelVM(ctx context.Context, spec KernelVMSpec, dir string) 
 	if err != nil || spec.Name == "" || spec.Kernel == "" || spec.Initrd == "" {
 		return nil, fmt.Errorf("vlab: kernel vm spec needs a name, a MAC, a kernel and an initrd: %+v", spec)
 	}
-	tap, err := l.addTap(ctx)
-	if err != nil {
-		return nil, err
-	}
-	vm := &VM{
-		Spec:        VMSpec{Name: spec.Name, MAC: mac, Firmware: BIOS, MemoryMiB: spec.MemoryMiB},
-		Tap:         tap,
-		ConsolePath: filepath.Join(dir, spec.Name+".console"),
-	}
-	if err := os.WriteFile(vm.ConsolePath, nil, 0o644); err != nil {
-		return nil, fmt.Errorf("vlab: create console: %w", err)
-	}
-	vm.Args = kernelQemuArgs(spec, tap, vm.ConsolePath)
-	vm.Started = time.Now()
-	vm.proc, err = l.Start(ctx, filepath.Join(dir, spec.Name+".qemu.log"), "qemu-system-x86_64", vm.Args...)
-	if err != nil {
-		return nil, fmt.Errorf("vlab: start vm %s: %w", spec.Name, err)
-	}
-	return vm, nil
+	vmSpec := VMSpec{Name: spec.Name, MAC: mac, Firmware: BIOS, MemoryMiB: spec.MemoryMiB}
+	return l.startQEMU(ctx, vmSpec, dir, func(tap, console string) []string { return kernelQemuArgs(spec, tap, console) })
 }
 
 func kernelQemuArgs(spec KernelVMSpec, tap, console string) []string {
-	mem := spec.MemoryMiB
-	if mem == 0 {
-		mem = 512
-	}
 	cmdline := spec.Append
 	if !strings.Contains(" "+cmdline+" ", " console=ttyS0") {
 		cmdline = strings.TrimSpace("console=ttyS0 " + cmdline)
 	}
-	return []string{
-		"-accel", "tcg", "-nographic", "-no-reboot",
-		"-m", fmt.Sprint(mem), "-smp", "1",
-		"-monitor", "none", "-serial", "file:" + console,
+	return append(baseQemuArgs(spec.MemoryMiB, console),
 		"-kernel", spec.Kernel, "-initrd", spec.Initrd, "-append", cmdline,
 		"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no", tap),
 		"-device", fmt.Sprintf("e1000,netdev=n0,mac=%s", spec.MAC),
-	}
+	)
 }
 
 // ConsoleLines returns the console lines that contain substr, without carriage returns.

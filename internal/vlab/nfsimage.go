@@ -303,18 +303,10 @@ func RunNFSVM(ctx context.Context, spec NFSVMSpec) error {
 // nfsQemuArgs: software emulation, no display, no network device (-nic none: QEMU's default
 // would be a user-mode NIC with a way out), the serial console to a file.
 func nfsQemuArgs(spec NFSVMSpec) []string {
-	mem := spec.MemoryMiB
-	if mem == 0 {
-		mem = 512
-	}
-	args := []string{
-		"-accel", "tcg", "-nographic", "-no-reboot", "-nic", "none",
-		"-m", fmt.Sprint(mem), "-smp", "1",
-		"-monitor", "none", "-serial", "file:" + spec.Console,
+	args := append(baseQemuArgs(spec.MemoryMiB, spec.Console), "-nic", "none",
 		"-kernel", filepath.Join(spec.ImageDir, "vmlinuz"),
 		"-initrd", filepath.Join(spec.ImageDir, "initramfs.img"),
-		"-append", "console=ttyS0 quiet panic=-1",
-	}
+		"-append", "console=ttyS0 quiet panic=-1")
 	if spec.Disk != "" {
 		args = append(args, "-drive", "file="+spec.Disk+",format=raw,if=virtio")
 	}

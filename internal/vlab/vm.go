@@ -71,26 +71,40 @@ func (l *Lab) StartVM(ctx context.Context, spec VMSpec, dir string) (*VM, error)
 	if spec.Name == "" || len(spec.MAC) != 6 {
 		return nil, fmt.Errorf("vlab: vm spec needs a name and a 6-byte MAC: %+v", spec)
 	}
+	return l.startQEMU(ctx, spec, dir, func(tap, console string) []string { return qemuArgs(spec, tap, console) })
+}
+
+// startQEMU creates a tap on the bridge and a fresh console file, so WaitConsole never matches an
+// old boot, then starts QEMU in the namespace with the command line args makes from them.
+func (l *Lab) startQEMU(ctx context.Context, spec VMSpec, dir string, args func(tap, console string) []string) (*VM, error) {
 	tap, err := l.addTap(ctx)
 	if err != nil {
 		return nil, err
 	}
-	vm := &VM{
-		Spec:        spec,
-		Tap:         tap,
-		ConsolePath: filepath.Join(dir, spec.Name+".console"),
-	}
-	// A fresh console file, so WaitConsole never matches an old boot.
+	vm := &VM{Spec: spec, Tap: tap, ConsolePath: filepath.Join(dir, spec.Name+".console")}
 	if err := os.WriteFile(vm.ConsolePath, nil, 0o644); err != nil {
 		return nil, fmt.Errorf("vlab: create console: %w", err)
 	}
-	vm.Args = qemuArgs(spec, tap, vm.ConsolePath)
+	vm.Args = args(tap, vm.ConsolePath)
 	vm.Started = time.Now()
 	vm.proc, err = l.Start(ctx, filepath.Join(dir, spec.Name+".qemu.log"), "qemu-system-x86_64", vm.Args...)
 	if err != nil {
 		return nil, fmt.Errorf("vlab: start vm %s: %w", spec.Name, err)
 	}
 	return vm, nil
+}
+
+// baseQemuArgs starts every lab PC's QEMU command line: software emulation, no display, no
+// reboot (a reboot ends QEMU), one CPU, mem MiB (0: 512), no monitor, the serial console to a file.
+func baseQemuArgs(mem int, console string) []string {
+	if mem == 0 {
+		mem = 512
+	}
+	return []string{
+		"-accel", "tcg", "-nographic", "-no-reboot",
+		"-m", fmt.Sprint(mem), "-smp", "1",
+		"-monitor", "none", "-serial", "file:" + console,
+	}
 }
 
 // addTap creates the next tap<N> in the namespace, enslaved to the bridge.
@@ -113,14 +127,10 @@ func (l *Lab) addTap(ctx context.Context) (string, error) {
 	return tap, nil
 }
 
-// qemuArgs is the QEMU command line of a VM: software emulation, no display,
-// the serial console to a file, no monitor, and the NIC as the first (only)
-// boot device.
+// qemuArgs is the QEMU command line of a VM: baseQemuArgs, and the NIC as the first (only) boot
+// device.
 func qemuArgs(spec VMSpec, tap, console string) []string {
 	mem := spec.MemoryMiB
-	if mem == 0 {
-		mem = 512
-	}
 	nic := fmt.Sprintf("e1000,netdev=n0,mac=%s,bootindex=0", spec.MAC)
 	var fw []string
 	if spec.Firmware == UEFI {
@@ -129,12 +139,7 @@ func qemuArgs(spec VMSpec, tap, console string) []string {
 		nic = fmt.Sprintf("virtio-net-pci,netdev=n0,mac=%s,romfile=,bootindex=0", spec.MAC)
 		fw = []string{"-bios", OVMFPath}
 	}
-	args := []string{
-		"-accel", "tcg", "-nographic", "-no-reboot",
-		"-m", fmt.Sprint(mem), "-smp", "1",
-		"-monitor", "none", "-serial", "file:" + console,
-	}
-	args = append(args, fw...)
+	args := append(baseQemuArgs(mem, console), fw...)
 	return append(args,
 		"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no", tap),
 		"-device", nic,
