@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,13 +34,6 @@ const bootdNode = "../layers/files/base/bootd/bootd-node"
 // nfsDataLabel is the label bootd-node storage looks for by default.
 const nfsDataLabel = "LABDATA"
 
-// nfsTools are the host files the NFS VM is built from, with the Debian package of each.
-var nfsTools = map[string]string{
-	"/usr/sbin/rpc.nfsd": "nfs-kernel-server", "/usr/sbin/rpc.mountd": "nfs-kernel-server", "/usr/sbin/exportfs": "nfs-kernel-server",
-	"/usr/sbin/rpcbind": "rpcbind", "/sbin/mount.nfs": "nfs-common", "/etc/netconfig": "libtirpc-common", "/usr/bin/mount": "mount",
-	"/usr/sbin/ip": "iproute2", "/bin/busybox": "busybox-static", "/usr/bin/bash": "bash", "/usr/sbin/blkid": "util-linux",
-}
-
 // TestNFSLive proves the NFS files bootd renders with the real Linux NFS server and client. The
 // build machines' kernel has no NFS, so one QEMU VM boots the Debian kernel (nfsd and the NFS
 // client are modules there) with the host's nfs-kernel-server, nfs-common and util-linux mount,
@@ -58,7 +50,6 @@ var nfsTools = map[string]string{
 // (tmpfs, with its warning) exports both trees.
 func TestNFSLive(t *testing.T) {
 	requirePrereqs(t, "qemu-system-x86_64", "ldd", "mkfs.ext4")
-	requireNFSTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -119,36 +110,13 @@ func TestNFSLive(t *testing.T) {
 		release, built.Round(100*time.Millisecond), ran.Round(100*time.Millisecond), nfsPhases(out))
 }
 
-// requireNFSTools fails when a host file the NFS VM copies is missing.
-func requireNFSTools(t *testing.T) {
-	t.Helper()
-	paths := make([]string, 0, len(nfsTools))
-	for p := range nfsTools {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("the NFS test needs %s: %v (apt-get install %s)", p, err, nfsTools[p])
-		}
-	}
-}
-
 // nfsNode renders node name's files and keeps those the NFS test uses; must lists the files its
 // role must have been given.
 func nfsNode(t *testing.T, r bootd.Renderer, inv []inventory.Node, name string, must ...string) vlab.NFSNode {
 	t.Helper()
-	files, err := r.Render(inv, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := vlab.NFSNode{Name: name}
-	for _, in := range inv {
-		if in.Name == name {
-			n.Addr = netip.PrefixFrom(in.Address, r.Config.Network.Subnet.Bits())
-		}
-	}
-	for _, f := range files {
+	nf := render(t, r, inv, name)
+	n := vlab.NFSNode{Name: name, Addr: nf.Addr}
+	for _, f := range nf.Files {
 		if slices.Contains(nfsNodeFiles, f.Path) {
 			n.Files = append(n.Files, vlab.NFSFile{Path: f.Path, Mode: f.Mode, Data: f.Data})
 		}

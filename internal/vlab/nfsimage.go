@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -52,6 +53,39 @@ var nfsPrograms = map[string]string{
 // fail without /etc/netconfig), RPC program names, services and protocols.
 var nfsHostEtc = []string{"/etc/netconfig", "/etc/rpc", "/etc/services", "/etc/protocols"}
 
+// nfsHostPackages is the Debian package of each host file the NFS image is built from (the
+// programs, nfsHostEtc, busybox), for the error when one is missing.
+var nfsHostPackages = map[string]string{
+	"/usr/bin/bash": "bash", "/usr/sbin/blkid": "util-linux", "/usr/bin/mount": "mount", "/usr/sbin/ip": "iproute2",
+	"/usr/sbin/rpc.nfsd": "nfs-kernel-server", "/usr/sbin/rpc.mountd": "nfs-kernel-server", "/usr/sbin/exportfs": "nfs-kernel-server",
+	"/usr/sbin/rpcbind": "rpcbind", "/sbin/mount.nfs": "nfs-common", "/etc/netconfig": "libtirpc-common",
+	"/etc/rpc": "netbase", "/etc/services": "netbase", "/etc/protocols": "netbase", busyboxPath: "busybox-static",
+}
+
+// nfsHostFiles lists every host file the NFS image copies, sorted.
+func nfsHostFiles() []string {
+	files := append([]string{busyboxPath}, nfsHostEtc...)
+	for _, host := range nfsPrograms {
+		files = append(files, host)
+	}
+	slices.Sort(files)
+	return files
+}
+
+// checkNFSHost fails, naming the Debian packages, when a host file the NFS image copies is missing.
+func checkNFSHost() error {
+	var missing []string
+	for _, f := range nfsHostFiles() {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, fmt.Sprintf("%s (apt-get install %s)", f, nfsHostPackages[f]))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("vlab: the NFS image needs %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 // NFSFile is a file of the NFS image.
 type NFSFile struct {
 	Path string // absolute path in the image (for a node: under /etc)
@@ -80,6 +114,9 @@ type NFSImage struct {
 // the nodes' names in $NFSVM_NODES, prints "NFSVM-SCENARIO-EXIT: <status>" (with the tails of
 // syslog and dmesg when it failed) and powers off.
 func BuildNFSImage(stageDir string, img NFSImage) (kernelRelease string, err error) {
+	if err := checkNFSHost(); err != nil {
+		return "", err
+	}
 	return stageImage(stageDir, "nfs initramfs", func(release string) ([]cpioEntry, error) { return nfsEntries(release, img) })
 }
 

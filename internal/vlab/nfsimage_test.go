@@ -88,3 +88,16 @@ func TestNFSQemuArgs(t *testing.T) {
 		t.Errorf("no disk, 768 MiB: %q", got)
 	}
 }
+
+// Every host file the NFS image copies names its Debian package, so a missing one is reported as
+// something to install.
+func TestNFSHostFilesHavePackages(t *testing.T) {
+	for _, f := range nfsHostFiles() {
+		if nfsHostPackages[f] == "" {
+			t.Errorf("%s has no Debian package in nfsHostPackages", f)
+		}
+	}
+	if err := checkNFSHost(); err != nil {
+		t.Fatal(err) // the build machines have them all (scripts/setup-debian.sh)
+	}
+}
