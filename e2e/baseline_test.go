@@ -199,12 +199,7 @@ func logTailOnFailure(t *testing.T, path string) {
 	if !t.Failed() {
 		return
 	}
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 60 {
-		lines = lines[len(lines)-60:]
-	}
-	t.Logf("%s (tail):\n%s", path, strings.Join(lines, "\n"))
+	t.Logf("%s (tail):\n%s", path, vlab.TailFile(path, 60))
 }
 
 // artifactDir is where consoles and logs go: $VLAB_ARTIFACTS/<test> when

@@ -21,6 +21,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/secrets"
 	"github.com/labcluster/gpucluster/internal/spec"
 	"github.com/labcluster/gpucluster/internal/vcluster"
+	"github.com/labcluster/gpucluster/internal/vlab"
 	"github.com/labcluster/gpucluster/overlays"
 )
 
@@ -353,15 +354,9 @@ func logsOnFailure(t *testing.T, dir string) {
 	logs, _ := filepath.Glob(filepath.Join(dir, "*", "*.log"))
 	more, _ := filepath.Glob(filepath.Join(dir, "*", "upper/var/log/*/*"))
 	for _, p := range append(logs, more...) {
-		b, err := os.ReadFile(p)
-		if err != nil || len(b) == 0 {
-			continue
+		if fi, err := os.Stat(p); err == nil && fi.Size() > 0 {
+			t.Logf("--- %s\n%s", strings.TrimPrefix(p, dir+"/"), vlab.TailFile(p, 25))
 		}
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		if len(lines) > 25 {
-			lines = lines[len(lines)-25:]
-		}
-		t.Logf("--- %s\n%s", strings.TrimPrefix(p, dir+"/"), strings.Join(lines, "\n"))
 	}
 }
 
