@@ -90,17 +90,24 @@ func TestPoolNeverHandsOutANodeAddress(t *testing.T) {
 	}
 }
 
-// An offer (unbound) holds its address for OfferHold only, then another MAC may take it; the
-// REQUEST (bound) keeps it for the lease time, with no write of its own. So DISCOVERs that never
-// REQUEST free the pool after OfferHold.
-func TestOfferHold(t *testing.T) {
+// offerStore is a fresh inventory on a clock the test moves (*now), and a two-address pool whose
+// offers lapse after 10 s.
+func offerStore(t *testing.T) (*Store, *time.Time, Pool) {
+	t.Helper()
 	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	s.now = func() time.Time { return now }
-	pool := Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.11"), LeaseTime: 2 * time.Minute, OfferHold: 10 * time.Second}
+	return s, &now, Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.11"), LeaseTime: 2 * time.Minute, OfferHold: 10 * time.Second}
+}
+
+// An offer (unbound) holds its address for OfferHold only, then another MAC may take it; the
+// REQUEST (bound) keeps it for the lease time, with no write of its own. So DISCOVERs that never
+// REQUEST free the pool after OfferHold.
+func TestOfferHold(t *testing.T) {
+	s, now, pool := offerStore(t)
 	lookup := func(mac string, bind bool) (Lease, error) {
 		l, _, _, err := s.DiscoveryLeaseFrom(mac, pool, nil, bind)
 		if err == nil {
@@ -126,7 +133,7 @@ func TestOfferHold(t *testing.T) {
 		{"the bound client keeps its address", "52:54:00:00:00:01", false, 0, "10.80.0.10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			now = now.Add(tc.advance)
+			*now = now.Add(tc.advance)
 			l, err := lookup(tc.mac, tc.bind)
 			if tc.want == "exhausted" {
 				if !errors.Is(err, ErrPoolExhausted) {
@@ -134,8 +141,8 @@ func TestOfferHold(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || l.Address.String() != tc.want || l.Expires.Sub(now) != pool.LeaseTime {
-				t.Fatalf("got %s expiring in %s (%v); want %s for the lease time", l.Address, l.Expires.Sub(now), err, tc.want)
+			if err != nil || l.Address.String() != tc.want || l.Expires.Sub(*now) != pool.LeaseTime {
+				t.Fatalf("got %s expiring in %s (%v); want %s for the lease time", l.Address, l.Expires.Sub(*now), err, tc.want)
 			}
 		})
 	}
@@ -148,13 +155,7 @@ func TestOfferHold(t *testing.T) {
 // the inventory answers, not just to allocation: AddressHolder reports nobody, and a squatter
 // found there is held back (HoldFreeAddress).
 func TestLapsedOfferIsFreeEverywhere(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	s.now = func() time.Time { return now }
-	pool := Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.11"), LeaseTime: 2 * time.Minute, OfferHold: 10 * time.Second}
+	s, now, pool := offerStore(t)
 	flooder := "02:00:00:00:00:01"
 	l, _, _, err := s.DiscoveryLeaseFrom(flooder, pool, nil, false)
 	if err == nil {
@@ -173,7 +174,7 @@ func TestLapsedOfferIsFreeEverywhere(t *testing.T) {
 		{"lapsed: free", 2 * time.Second, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			now = now.Add(tc.advance)
+			*now = now.Add(tc.advance)
 			mac, used := s.AddressHolder(l.Address)
 			if used != tc.wantUsed || (used && mac != flooder) {
 				t.Errorf("AddressHolder(%s) = %q, %v; want used %v", l.Address, mac, used, tc.wantUsed)
