@@ -37,6 +37,14 @@ func TestSpanCountsBusyTimeOnly(t *testing.T) {
 	if got := s.rate(); got != 15000 {
 		t.Errorf("rate = %v, want 15000 B/s", got)
 	}
+	// 250 ms of transfers over 200 ms busy.
+	if got := s.inFlight(); got != 1.25 {
+		t.Errorf("inFlight = %v, want 1.25", got)
+	}
+	var none span
+	if got := none.inFlight(); got != 0 {
+		t.Errorf("inFlight of nothing = %v, want 0", got)
+	}
 }
 
 // dhcpPacket is an IPv4 header (ihl words of 4 bytes), a UDP header to port, and a BOOTP header
