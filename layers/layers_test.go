@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/ldd"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
 
@@ -253,15 +254,13 @@ func withBash(t *testing.T, root string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("ldd", bash).Output()
+	libs, err := ldd.Needs(bash)
 	if err != nil {
-		t.Fatalf("ldd %s: %v", bash, err)
+		t.Fatal(err)
 	}
 	files := map[string]string{"/bin/bash": bash}
-	for _, f := range strings.Fields(string(out)) {
-		if strings.HasPrefix(f, "/") {
-			files[f] = f
-		}
+	for _, lib := range libs {
+		files[lib] = lib
 	}
 	for dst, src := range files {
 		real, err := filepath.EvalSymlinks(src)

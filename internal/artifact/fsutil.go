@@ -1,11 +1,8 @@
 package artifact
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -53,16 +50,6 @@ func openRegular(path string) (*os.File, fileID, error) {
 		return nil, fileID{}, fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
 	}
 	return f, identityOf(fi), nil
-}
-
-// hashFile returns the size and sha256 of an open file, read from the start.
-func hashFile(r io.Reader) (File, error) {
-	h := sha256.New()
-	n, err := io.Copy(h, r)
-	if err != nil {
-		return File{}, err
-	}
-	return File{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // renameChecked is the portable fallback: check, then rename. It leaves a

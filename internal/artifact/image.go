@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
 // ErrNotFound is returned (wrapped) when an image, version or file does not
@@ -114,15 +116,15 @@ func (img *Image) checkHash(name string) error {
 		return fmt.Errorf("verify %s: file %s: %w", img.Dir, name, err)
 	}
 	defer f.Close()
-	got, err := hashFile(f)
+	sum, size, err := sha256hex.Of(f)
 	if err != nil {
 		return fmt.Errorf("verify %s: file %s: %w", img.Dir, name, err)
 	}
-	if got.Size != want.Size {
-		return fmt.Errorf("verify %s: file %s: size %d, manifest says %d", img.Dir, name, got.Size, want.Size)
+	if size != want.Size {
+		return fmt.Errorf("verify %s: file %s: size %d, manifest says %d", img.Dir, name, size, want.Size)
 	}
-	if got.SHA256 != want.SHA256 {
-		return fmt.Errorf("verify %s: file %s: sha256 %s, manifest says %s", img.Dir, name, got.SHA256, want.SHA256)
+	if sum != want.SHA256 {
+		return fmt.Errorf("verify %s: file %s: sha256 %s, manifest says %s", img.Dir, name, sum, want.SHA256)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
 // ManifestFile is the name of the manifest inside a version directory.
@@ -157,7 +159,7 @@ func (m Manifest) checkFiles() error {
 		if f.Size < 0 {
 			return fmt.Errorf("file %q: negative size %d", name, f.Size)
 		}
-		if !isSHA256Hex(f.SHA256) {
+		if !sha256hex.Valid(f.SHA256) {
 			return fmt.Errorf("file %q: sha256 %q is not 64 lowercase hex digits", name, f.SHA256)
 		}
 	}
@@ -213,17 +215,4 @@ func checkFileName(s string) error {
 func safeByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '.' || c == '_' || c == '-'
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"text/template"
+
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
 // chainScript sends iPXE on to the per-machine script with the facts only iPXE knows; the
@@ -118,7 +120,7 @@ func KernelArgs(opts Options, t Target) string {
 
 func (s *Server) targetView(t Target) (targetView, error) {
 	// Without rd.bootd.sha256= the node's bootd-verify would boot any root image unchecked.
-	if t.Rootfs != "" && !isSHA256Hex(t.RootfsSHA256) {
+	if t.Rootfs != "" && !sha256hex.Valid(t.RootfsSHA256) {
 		return targetView{}, fmt.Errorf("image %s/%s: root image %s has no sha256 to check it against (%q)", t.Image, t.Version, t.Rootfs, t.RootfsSHA256)
 	}
 	v := targetView{Target: t, Args: KernelArgs(s.opts, t), KernelURL: imageURL(s.opts.BaseURL, t, t.Kernel)}
@@ -174,17 +176,4 @@ func printable(s string, limit int) string {
 		return "-"
 	}
 	return b.String()
-}
-
-// isSHA256Hex reports whether s is a sha256 as manifests write it: 64 lowercase hex digits.
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -110,7 +111,7 @@ func (f *fetcher) one(ctx context.Context, p Package) error {
 // cachedOK hashes a cache entry again: the name is only a claim. An entry
 // that does not match is removed, so it is fetched again.
 func cachedOK(p, want string) (bool, error) {
-	got, err := fileSHA256(p)
+	got, err := sha256hex.File(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}

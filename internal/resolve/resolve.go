@@ -2,11 +2,8 @@ package resolve
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
 // Layer is one layer of an image, as resolve needs it: role selection is
@@ -286,7 +284,7 @@ func (r *resolver) readDownloads(ctx context.Context, dir string) (map[string]Pa
 			set[h.NEVRA()] = p
 			continue
 		}
-		sum, err := fileSHA256(files[k])
+		sum, err := sha256hex.File(files[k])
 		if err != nil {
 			return nil, err
 		}
@@ -360,17 +358,4 @@ func headerOf(f []string) (rpmcmd.Header, error) {
 		epoch = e
 	}
 	return rpmcmd.Header{Name: f[0], Epoch: epoch, Version: f[2], Release: f[3], Arch: f[4]}, nil
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("hash: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash %s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

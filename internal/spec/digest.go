@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"slices"
+
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
 // The canonical forms below are what digests cover: every field that
@@ -86,7 +86,7 @@ func canonFiles(files []File) ([]canonFile, error) {
 		c := canonFile{Path: f.Path, Source: f.Source, Content: f.Content, Mode: uint32(f.Mode),
 			Owner: f.Owner, Group: f.Group}
 		if f.SourcePath != "" {
-			sum, err := hashFile(f.SourcePath)
+			sum, err := sha256hex.File(f.SourcePath)
 			if err != nil {
 				return nil, err
 			}
@@ -95,19 +95,6 @@ func canonFiles(files []File) ([]canonFile, error) {
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-func hashFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("digest: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("digest %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // hashJSON hashes v's JSON encoding, which is canonical for the types

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/labcluster/gpucluster/internal/ldd"
 )
 
 // The stand-ins that make an image boot from the network the way a Rocky node does: the
@@ -131,20 +132,17 @@ func curlClosure(prog string) (map[string]string, error) {
 	if _, err := os.Stat(prog); err != nil {
 		return nil, err
 	}
-	out, err := exec.Command("ldd", prog).Output()
+	libs, err := ldd.Needs(prog)
 	if err != nil {
-		return nil, fmt.Errorf("ldd %s: %w", prog, err)
+		return nil, err
 	}
 	bins := map[string]string{"/usr/bin/" + filepath.Base(prog): prog}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
-			// libfoo.so.1 => /lib/x86_64-linux-gnu/libfoo.so.1 (0x...)
-			bins["/usr/lib/x86_64-linux-gnu/"+f[0]] = f[2]
-		case len(f) >= 1 && strings.HasPrefix(f[0], "/") && strings.Contains(f[0], "ld-linux"):
-			// /lib64/ld-linux-x86-64.so.2 (0x...): the loader, at the path the ELF header names.
-			bins["/usr/lib64/"+filepath.Base(f[0])] = f[0]
+	for _, lib := range libs {
+		if strings.Contains(filepath.Base(lib), "ld-linux") {
+			// The loader, at the path the ELF header names.
+			bins["/usr/lib64/"+filepath.Base(lib)] = lib
+		} else {
+			bins["/usr/lib/x86_64-linux-gnu/"+filepath.Base(lib)] = lib
 		}
 	}
 	// Hard links by host path in stageBinaries need the real file, not a symlink chain.

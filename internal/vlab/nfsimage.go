@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/labcluster/gpucluster/internal/ldd"
 )
 
 // The NFS test VM: the build machines' own kernel has no NFS, so live NFS checks boot the
@@ -258,11 +260,11 @@ func programEntries(progs map[string]string) ([]cpioEntry, error) {
 	files := map[string]string{} // image path -> host path
 	for img, host := range progs {
 		files[img] = host
-		out, err := exec.Command("ldd", host).Output()
+		libs, err := ldd.Needs(host)
 		if err != nil {
-			return nil, fmt.Errorf("ldd %s: %w", host, err)
+			return nil, err
 		}
-		for _, lib := range parseLdd(string(out)) {
+		for _, lib := range libs {
 			files[lib] = lib
 		}
 	}
@@ -285,23 +287,6 @@ func programEntries(progs map[string]string) ([]cpioEntry, error) {
 		entries = append(entries, cpioEntry{Name: strings.TrimPrefix(img, "/"), Mode: modeFile | 0o755, Data: data})
 	}
 	return entries, nil
-}
-
-// parseLdd returns the absolute paths in ldd's output: the libraries ("libc.so.6 =>
-// /lib/x86_64-linux-gnu/libc.so.6 (0x...)") and the loader ("/lib64/ld-linux-x86-64.so.2
-// (0x...)"). The vDSO has no file.
-func parseLdd(out string) []string {
-	var paths []string
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
-			paths = append(paths, f[2])
-		case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
-			paths = append(paths, f[0])
-		}
-	}
-	return paths
 }
 
 // NFSVMSpec is one boot of an NFS image.

@@ -2,22 +2,9 @@ package vlab
 
 import (
 	"io/fs"
-	"slices"
 	"strings"
 	"testing"
 )
-
-func TestParseLdd(t *testing.T) {
-	out := "\tlinux-vdso.so.1 (0x00007ffd1b5e2000)\n" +
-		"\tlibtirpc.so.3 => /lib/x86_64-linux-gnu/libtirpc.so.3 (0x00007f61a4f56000)\n" +
-		"\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f61a4d11000)\n" +
-		"\t/lib64/ld-linux-x86-64.so.2 (0x00007f61a4fbc000)\n" +
-		"\tlibgone.so.1 => not found\n"
-	want := []string{"/lib/x86_64-linux-gnu/libtirpc.so.3", "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"}
-	if got := parseLdd(out); !slices.Equal(got, want) {
-		t.Errorf("parseLdd = %q, want %q", got, want)
-	}
-}
 
 func TestNodeEtc(t *testing.T) {
 	n := NFSNode{Name: "c1", Files: []NFSFile{
