@@ -166,26 +166,44 @@ func (s *Store) LeaseOf(mac string) (Lease, error) {
 }
 
 // freeAddress finds the lowest pool address not held by an unexpired lease or a node, preferring
-// (when prefer is not nil) the lowest such address that prefer accepts.
+// (when prefer is not nil) the lowest such address that prefer accepts. It stops at the first
+// preferred address: a storm's allocations each look at a few addresses, not the whole pool.
 func (s *Store) freeAddress(pool Pool, now time.Time, prefer func(netip.Addr) bool) (netip.Addr, bool, error) {
-	free := s.freeAddresses(pool, now, -1)
-	if prefer != nil {
-		for _, a := range free {
-			if prefer(a) {
-				return a, true, nil
-			}
+	used := s.usedAddresses(now)
+	var first netip.Addr
+	for a := pool.Start; a.IsValid() && a.Compare(pool.End) <= 0; a = a.Next() {
+		switch {
+		case used[a]:
+		case prefer == nil:
+			return a, false, nil
+		case prefer(a):
+			return a, true, nil
+		case !first.IsValid():
+			first = a
 		}
 	}
-	if len(free) == 0 {
+	if !first.IsValid() {
 		return netip.Addr{}, false, fmt.Errorf("%w: all of %s-%s are leased or declined; widen [discovery] or shorten its lease_time", ErrPoolExhausted, pool.Start, pool.End)
 	}
-	return free[0], false, nil
+	return first, false, nil
 }
 
 // freeAddresses lists the lowest n (n < 0: all) pool addresses not held by an unexpired lease or
 // a node, in order. Callers hold s.mu.
 func (s *Store) freeAddresses(pool Pool, now time.Time, n int) []netip.Addr {
-	used := map[netip.Addr]bool{}
+	used := s.usedAddresses(now)
+	var free []netip.Addr
+	for a := pool.Start; a.IsValid() && a.Compare(pool.End) <= 0 && len(free) != n; a = a.Next() {
+		if !used[a] {
+			free = append(free, a)
+		}
+	}
+	return free
+}
+
+// usedAddresses is the set of addresses that live leases and nodes hold. Callers hold s.mu.
+func (s *Store) usedAddresses(now time.Time) map[netip.Addr]bool {
+	used := make(map[netip.Addr]bool, len(s.data.Leases)+len(s.data.Nodes))
 	for _, l := range s.data.Leases {
 		if s.live(l, now) {
 			used[l.Address] = true
@@ -194,13 +212,7 @@ func (s *Store) freeAddresses(pool Pool, now time.Time, n int) []netip.Addr {
 	for _, n := range s.data.Nodes {
 		used[n.Address] = true
 	}
-	var free []netip.Addr
-	for a := pool.Start; a.IsValid() && a.Compare(pool.End) <= 0 && len(free) != n; a = a.Next() {
-		if !used[a] {
-			free = append(free, a)
-		}
-	}
-	return free
+	return used
 }
 
 // FreeAddresses returns the n lowest free addresses of the pool: the ones the next allocations
