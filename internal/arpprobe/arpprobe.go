@@ -33,8 +33,21 @@ const (
 	opReply      = 2
 	hwEthernet   = 1
 	protoIPv4    = 0x0800
-	resendFactor = 2 // probes sent per Probe, spread over the timeout
+	resendFactor = 2 // probes sent per address, spread over the timeout
+	// singleShot is the shortest wait worth a second probe. Within a few milliseconds a
+	// segment that lost one probe (a full queue) most likely loses the next too, and every
+	// broadcast costs every host on the segment: a re-probe of a just-swept address, 1 ms long,
+	// sends one.
+	singleShot = 10 * time.Millisecond
 )
+
+// rounds is how many probes a wait of timeout sends per address.
+func rounds(timeout time.Duration) int {
+	if timeout < singleShot {
+		return 1
+	}
+	return resendFactor
+}
 
 // Prober probes addresses on one interface, and watches its ARP traffic.
 //
@@ -82,7 +95,8 @@ func (p *Prober) Sweep(ctx context.Context, targets []netip.Addr, timeout time.D
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	for i := range resendFactor {
+	n := rounds(timeout)
+	for i := range n {
 		for _, t := range seg.unanswered(c) {
 			if err := seg.sock.send(Request(mac, t)); err != nil {
 				return nil, fmt.Errorf("arp probe on %s: send: %w", p.ifname, err)
@@ -90,8 +104,8 @@ func (p *Prober) Sweep(ctx context.Context, targets []netip.Addr, timeout time.D
 		}
 		// The first round waits its share of the timeout, the last one what is left.
 		wait := time.Until(deadline)
-		if i < resendFactor-1 {
-			wait /= time.Duration(resendFactor - i)
+		if i < n-1 {
+			wait /= time.Duration(n - i)
 		}
 		if !c.wait(ctx, wait) {
 			break
