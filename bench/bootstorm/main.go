@@ -193,6 +193,9 @@ func run(ctx context.Context, o options) (report string, err error) {
 	}
 	res := results{machine: describeMachine(), rootfs: o.rootfs, spec: spec}
 	for _, n := range o.sizes {
+		if err := cable(ctx, clients, n); err != nil {
+			return res.markdown(), err
+		}
 		for _, s := range servers {
 			if err := ctx.Err(); err != nil {
 				return res.markdown(), err
@@ -366,6 +369,24 @@ func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec
 	r.procs = after.Procs
 	r.t0 = t0
 	return r, nil
+}
+
+// cable leaves the first n machines' links up and takes the others' down, so that a storm of n
+// is n machines on the bridge. The bridge floods every broadcast (DHCP, ARP) to every port that
+// is up, on the two cores the servers and clients share, where a lab's switch does it in
+// hardware: with 200 idle ports an N = 10 storm's DHCP took about twice as long, for both
+// servers.
+func cable(ctx context.Context, clients []*client, n int) error {
+	for i, c := range clients {
+		state := "up"
+		if i >= n {
+			state = "down"
+		}
+		if out, err := exec.CommandContext(ctx, "ip", "-n", c.ns.name, "link", "set", "eth0", state).CombinedOutput(); err != nil {
+			return fmt.Errorf("link eth0 %s in %s: %w: %s", state, c.ns.name, err, out)
+		}
+	}
+	return nil
 }
 
 // resetClients clears what the last storm left: addresses on the machines, neighbour entries
