@@ -57,13 +57,7 @@ func TestHardening(t *testing.T) {
 // and bootd's log must name the squatter's MAC.
 func squatter(ctx context.Context, t *testing.T, lab *vlab.Lab, b *vlab.Bootd, dir string) {
 	const squatMAC = "52:54:00:5a:00:66"
-	sq, err := lab.AddHost(ctx, "squat", mustMAC(squatMAC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := sq.Run(ctx, "ip", "addr", "add", "10.80.0.200/24", "dev", "eth0"); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	addSquatter(ctx, t, lab, "squat", squatMAC, "10.80.0.200")
 	pxe, err := lab.AddHost(ctx, "pxe", mustMAC("52:54:00:5a:00:01"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,26 +68,13 @@ func squatter(ctx context.Context, t *testing.T, lab *vlab.Lab, b *vlab.Bootd, d
 	if lease != "10.80.0.201" {
 		t.Fatalf("PXE client got %s, want 10.80.0.201 (10.80.0.200 answers ARP)", lease)
 	}
-	log, err := os.ReadFile(b.Proc.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var line string
-	for _, l := range strings.Split(string(log), "\n") {
-		if strings.Contains(l, "ADDRESS IN USE") && strings.Contains(l, squatMAC) && strings.Contains(l, "10.80.0.200") {
-			line = l
-		}
-	}
+	line := squatterLine(t, b, squatMAC, "10.80.0.200")
 	if line == "" {
 		t.Fatalf("bootd's log does not name the squatter %s at 10.80.0.200", squatMAC)
 	}
 	t.Logf("bootd logged: %s", line)
-	r, err := b.Nodes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(r.Leases, func(l inventory.Lease) bool { return l.Declined && l.Address.String() == "10.80.0.200" }) {
-		t.Errorf("10.80.0.200 is not held back: %+v", r.Leases)
+	if held, leases := heldBack(ctx, t, b, "10.80.0.200"); !held {
+		t.Errorf("10.80.0.200 is not held back: %+v", leases)
 	}
 	watchedSquatter(ctx, t, lab, b)
 }
@@ -103,40 +84,64 @@ func squatter(ctx context.Context, t *testing.T, lab *vlab.Lab, b *vlab.Bootd, d
 // held back.
 func watchedSquatter(ctx context.Context, t *testing.T, lab *vlab.Lab, b *vlab.Bootd) {
 	const squatMAC = "52:54:00:5a:00:67"
-	sq, err := lab.AddHost(ctx, "squat2", mustMAC(squatMAC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := sq.Run(ctx, "ip", "addr", "add", "10.80.0.202/24", "dev", "eth0"); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	sq := addSquatter(ctx, t, lab, "squat2", squatMAC, "10.80.0.202")
 	start := time.Now()
 	if out, err := sq.Run(ctx, "busybox", "ping", "-c", "1", "-W", "2", "10.80.0.1"); err != nil {
 		t.Fatalf("ping from the squatter: %v %s", err, out)
 	}
 	for {
-		r, err := b.Nodes(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.ContainsFunc(r.Leases, func(l inventory.Lease) bool { return l.Declined && l.Address.String() == "10.80.0.202" }) {
+		held, leases := heldBack(ctx, t, b, "10.80.0.202")
+		if held {
 			break
 		}
 		if time.Since(start) > 5*time.Second {
-			t.Fatalf("10.80.0.202 not held back 5 s after a host sent ARP from it: %+v", r.Leases)
+			t.Fatalf("10.80.0.202 not held back 5 s after a host sent ARP from it: %+v", leases)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if squatterLine(t, b, squatMAC, "10.80.0.202") == "" {
+		t.Fatalf("bootd's log does not name the squatter %s at 10.80.0.202", squatMAC)
+	}
+	t.Logf("a host sending ARP from 10.80.0.202 was held back after %s, no DHCP involved", time.Since(start).Round(time.Millisecond))
+}
+
+// addSquatter adds a host with MAC mac that takes addr by hand: no DHCP, and no ARP sent.
+func addSquatter(ctx context.Context, t *testing.T, lab *vlab.Lab, name, mac, addr string) *vlab.Host {
+	t.Helper()
+	sq, err := lab.AddHost(ctx, name, mustMAC(mac))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sq.Run(ctx, "ip", "addr", "add", addr+"/24", "dev", "eth0"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	return sq
+}
+
+// squatterLine is the last line of bootd's log that names mac at addr as ADDRESS IN USE, or "".
+func squatterLine(t *testing.T, b *vlab.Bootd, mac, addr string) string {
+	t.Helper()
 	log, err := os.ReadFile(b.Proc.LogPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(strings.Split(string(log), "\n"), func(l string) bool {
-		return strings.Contains(l, "ADDRESS IN USE") && strings.Contains(l, squatMAC) && strings.Contains(l, "10.80.0.202")
-	}) {
-		t.Fatalf("bootd's log does not name the squatter %s at 10.80.0.202", squatMAC)
+	var line string
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, "ADDRESS IN USE") && strings.Contains(l, mac) && strings.Contains(l, addr) {
+			line = l
+		}
 	}
-	t.Logf("a host sending ARP from 10.80.0.202 was held back after %s, no DHCP involved", time.Since(start).Round(time.Millisecond))
+	return line
+}
+
+// heldBack reports whether the inventory holds addr back (a declined lease), and its leases.
+func heldBack(ctx context.Context, t *testing.T, b *vlab.Bootd, addr string) (bool, []inventory.Lease) {
+	t.Helper()
+	r, err := b.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(r.Leases, func(l inventory.Lease) bool { return l.Declined && l.Address.String() == addr }), r.Leases
 }
 
 // assignResult is one `bootd assign` run.
