@@ -3,7 +3,6 @@ package inventory
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"path/filepath"
 	"runtime"
@@ -11,16 +10,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
-// swapWriteFile replaces the file writer for one test.
-func swapWriteFile(t *testing.T, w func(string, []byte, fs.FileMode) error) {
+// swapWriteState replaces the state writer for one test.
+func swapWriteState(t *testing.T, w func(stateWrite) error) {
 	t.Helper()
-	old := writeFile
-	writeFile = w
-	t.Cleanup(func() { writeFile = old })
+	old := writeState
+	writeState = w
+	t.Cleanup(func() { writeState = old })
 }
 
 var testPool = Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.249"), LeaseTime: 2 * time.Minute}
@@ -34,10 +31,10 @@ func TestGroupCommitSharesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	var writes atomic.Int32
-	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+	swapWriteState(t, func(w stateWrite) error {
 		writes.Add(1)
 		time.Sleep(20 * time.Millisecond) // a slow fsync
-		return atomicfile.Write(p, b, m)
+		return performWrite(w)
 	})
 	const n = 50
 	var wg sync.WaitGroup
@@ -88,11 +85,11 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 	disk := errors.New("disk full")
 	var fail atomic.Bool
 	fail.Store(true)
-	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+	swapWriteState(t, func(w stateWrite) error {
 		if fail.Load() {
 			return disk
 		}
-		return atomicfile.Write(p, b, m)
+		return performWrite(w)
 	})
 	if _, err := s.DiscoveryLease("52:54:00:00:00:01", testPool); !errors.Is(err, disk) {
 		t.Fatalf("DiscoveryLease = %v, want the write's error", err)
@@ -133,13 +130,13 @@ func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 	}
 	release := make(chan struct{})
 	var inFlight atomic.Int32
-	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+	swapWriteState(t, func(w stateWrite) error {
 		if inFlight.Add(1) != 1 {
 			t.Error("two writes at once")
 		}
 		defer inFlight.Add(-1)
 		<-release
-		return atomicfile.Write(p, b, m)
+		return performWrite(w)
 	})
 	const mac = "52:54:00:00:00:01"
 	first := make(chan error, 1)
@@ -194,12 +191,12 @@ func TestUnboundOfferBoundRequest(t *testing.T) {
 	}
 	gate := make(chan struct{})
 	var writes atomic.Int32
-	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+	swapWriteState(t, func(w stateWrite) error {
 		if writes.Add(1) == 1 {
 			<-gate
 			return errors.New("disk full")
 		}
-		return atomicfile.Write(p, b, m)
+		return performWrite(w)
 	})
 	const mac = "52:54:00:00:00:01"
 	offer, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, false) // returns with the write blocked
@@ -247,7 +244,7 @@ func TestLateUndoSparesTheNewAllocation(t *testing.T) {
 	}
 	gate1, gate2 := make(chan struct{}), make(chan struct{})
 	var writes atomic.Int32
-	swapWriteFile(t, func(p string, b []byte, m fs.FileMode) error {
+	swapWriteState(t, func(w stateWrite) error {
 		switch writes.Add(1) {
 		case 1:
 			<-gate1
@@ -255,7 +252,7 @@ func TestLateUndoSparesTheNewAllocation(t *testing.T) {
 		case 2:
 			<-gate2
 		}
-		return atomicfile.Write(p, b, m)
+		return performWrite(w)
 	})
 	const mac = "52:54:00:00:00:01"
 	if _, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, false); err != nil { // the OFFER

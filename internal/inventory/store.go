@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
+	"golang.org/x/sys/unix"
 )
 
 // formatVersion lets a later bootd migrate an older file instead of misreading it.
@@ -23,6 +25,7 @@ const seenPersistInterval = 30 * time.Second
 
 type snapshot struct {
 	Format  int       `json:"format"`
+	Seq     uint64    `json:"seq,omitempty"` // numbers the writes: a journal record counts only if it is newer than the file
 	Nodes   []Node    `json:"nodes"`
 	Waiting []Machine `json:"waiting"`
 	Leases  []Lease   `json:"leases"`
@@ -36,8 +39,8 @@ type snapshot struct {
 //     See). The change is applied in memory under mu and gets the next generation number; the
 //     caller then waits, without mu, until a write covering its generation has completed
 //     (commit). Whoever finds no write in flight becomes the writer: it encodes the whole state
-//     (every generation up to now) under mu, and writes it (temp file + fsync + rename + dir
-//     fsync) without mu, while further changes pile up for the next write. So a storm of N
+//     (every generation up to now) under mu, and writes it (see Writes) without mu, while
+//     further changes pile up for the next write. So a storm of N
 //     allocations costs a few fsyncs, not N, and each caller still returns only once its change
 //     is durable. Every file written is the in-memory state at some instant, so a crash leaves
 //     a prefix of the changes, in order. Other goroutines can see a change before it is durable
@@ -54,12 +57,25 @@ type snapshot struct {
 //     once no group write is in flight (lockIdle), the change is applied, the whole state is
 //     written (so it makes pending group changes durable too), and on failure the change alone is
 //     rolled back.
+//
+// Writes. Each write is the whole state, as one line appended to a journal beside the file
+// (path + ".journal") and synced with fdatasync: one sync where replacing the file takes two
+// (the file's and its directory's), which is most of a DHCP ACK's wait in a boot storm
+// (BENCHMARKS.md). Once the journal has grown to maxJournal, the next write replaces the file
+// itself (temp file + fsync + rename + directory fsync) and empties the journal. Writes are
+// numbered (Seq); Open takes the file, then the newest journal line numbered above it. A crash
+// mid-append leaves a torn last line, which Open ignores; the next write then replaces the file
+// (compact), so nothing is ever appended after a torn line.
 type Store struct {
 	mu        sync.Mutex
 	path      string
 	data      snapshot
 	now       func() time.Time
-	persisted time.Time // when the file was last written
+	persisted time.Time // when the state was last written
+
+	seq         uint64 // the number of the last write
+	journalSize int64  // bytes in the journal
+	compact     bool   // the next write replaces the file: the journal has a torn line or is unknown
 
 	gen      uint64               // generation of the in-memory state: bumped by each group-committed change
 	durable  uint64               // the newest generation known to be on disk
@@ -67,6 +83,10 @@ type Store struct {
 	leaseGen map[string]uint64    // MAC -> generation of its newest lease allocation, while not yet durable
 	offered  map[string]time.Time // MAC -> when its OFFERed lease lapses unless REQUESTed (Pool.OfferHold)
 }
+
+// maxJournal is the journal size after which the next write replaces the file instead: a few
+// hundred writes of a full lab's state, parsed in well under a second by Open.
+const maxJournal = 4 << 20
 
 // flush is one group write: it covers every generation up to upTo.
 type flush struct {
@@ -81,20 +101,65 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	s := &Store{path: path, now: time.Now, data: snapshot{Format: formatVersion}, leaseGen: map[string]uint64{}, offered: map[string]time.Time{}}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil
+	if err := s.load(); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read inventory: %w", err)
-	}
-	if err := json.Unmarshal(b, &s.data); err != nil {
-		return nil, fmt.Errorf("inventory %s is not valid JSON (%w); the previous good state is never overwritten in place, so this file was edited or damaged by hand", path, err)
-	}
-	if s.data.Format != formatVersion {
-		return nil, fmt.Errorf("inventory %s has format %d, this bootd reads format %d", path, s.data.Format, formatVersion)
+	if err := s.replayJournal(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// load reads the inventory file, if there is one yet.
+func (s *Store) load() error {
+	b, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read inventory: %w", err)
+	}
+	if err := json.Unmarshal(b, &s.data); err != nil {
+		return fmt.Errorf("inventory %s is not valid JSON (%w); the previous good state is never overwritten in place, so this file was edited or damaged by hand", s.path, err)
+	}
+	if s.data.Format != formatVersion {
+		return fmt.Errorf("inventory %s has format %d, this bootd reads format %d", s.path, s.data.Format, formatVersion)
+	}
+	return nil
+}
+
+func (s *Store) journalPath() string { return s.path + ".journal" }
+
+// replayJournal takes the newest journal line numbered above the state loaded so far. A last
+// line without its newline, or that does not parse, is an append a crash cut short: ignored.
+// Any journal left from the last run is folded into the file by the next write (compact).
+func (s *Store) replayJournal() error {
+	defer func() { s.seq = s.data.Seq }()
+	b, err := os.ReadFile(s.journalPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read inventory journal: %w", err)
+	}
+	s.compact = len(b) > 0
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	for i, line := range lines {
+		var rec snapshot
+		if err := json.Unmarshal(line, &rec); err != nil || !bytes.HasSuffix(line, []byte("\n")) {
+			if i < len(lines)-1 && len(bytes.TrimSpace(bytes.Join(lines[i+1:], nil))) > 0 {
+				return fmt.Errorf("inventory journal %s: line %d is damaged and more follows it; bootd never writes after a torn line, so the file was edited or damaged by hand", s.journalPath(), i+1)
+			}
+			return nil // the torn tail of the last append
+		}
+		if rec.Format != formatVersion {
+			return fmt.Errorf("inventory journal %s: line %d has format %d, this bootd reads format %d", s.journalPath(), i+1, rec.Format, formatVersion)
+		}
+		if rec.Seq > s.data.Seq {
+			s.data = rec
+		}
+	}
+	return nil
 }
 
 // Path is the file the store writes.
@@ -110,14 +175,14 @@ func (s *Store) Snapshot() ([]Node, []Machine) {
 	return slices.Clone(s.data.Nodes), waiting
 }
 
-// save writes the whole state to a temporary file, syncs it, and renames it over the old one.
-// Callers hold s.mu, taken with lockIdle (no group write in flight: writes never overlap, so an
-// older snapshot can never be renamed over a newer one).
+// save writes the whole state (see Writes). Callers hold s.mu, taken with lockIdle (no group
+// write in flight: writes never overlap, so an older state can never land after a newer one).
 func (s *Store) save() error {
-	b, err := s.encode()
+	w, err := s.encode()
 	if err == nil {
-		err = s.write(b)
+		err = writeState(w)
 	}
+	s.wrote(w, err)
 	if err != nil {
 		return err
 	}
@@ -125,23 +190,80 @@ func (s *Store) save() error {
 	return nil
 }
 
-func (s *Store) encode() ([]byte, error) {
-	b, err := json.MarshalIndent(s.data, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode inventory: %w", err)
-	}
-	return append(b, '\n'), nil
+// stateWrite is one write of the whole state: a line for the journal, or the file's new content.
+type stateWrite struct {
+	path    string
+	data    []byte
+	replace bool   // replace the file at path; else append to the journal at path
+	journal string // with replace: the journal, emptied once the file is replaced
 }
 
-// writeFile replaces the inventory file atomically (a variable for tests: counting writes,
-// failing them).
-var writeFile = atomicfile.Write
+// encode numbers the next write and serialises the state for it. Callers hold s.mu.
+func (s *Store) encode() (stateWrite, error) {
+	s.seq++
+	s.data.Seq = s.seq
+	if s.compact || s.journalSize >= maxJournal {
+		b, err := json.MarshalIndent(s.data, "", "  ")
+		if err != nil {
+			return stateWrite{}, fmt.Errorf("encode inventory: %w", err)
+		}
+		return stateWrite{path: s.path, data: append(b, '\n'), replace: true, journal: s.journalPath()}, nil
+	}
+	b, err := json.Marshal(s.data) // one line: JSON strings escape their newlines
+	if err != nil {
+		return stateWrite{}, fmt.Errorf("encode inventory: %w", err)
+	}
+	return stateWrite{path: s.journalPath(), data: append(b, '\n')}, nil
+}
 
-func (s *Store) write(b []byte) error {
-	if err := writeFile(s.path, b, 0o600); err != nil {
+// wrote records how write w ended. Callers hold s.mu. A failed append may have left a torn
+// line, so the next write replaces the file.
+func (s *Store) wrote(w stateWrite, err error) {
+	switch {
+	case err != nil:
+		s.compact = true
+	case w.replace:
+		s.journalSize, s.compact = 0, false
+	default:
+		s.journalSize += int64(len(w.data))
+	}
+}
+
+// writeState performs one write (a variable for tests: counting, slowing, failing writes).
+var writeState = performWrite
+
+func performWrite(w stateWrite) error {
+	if !w.replace {
+		if err := appendSynced(w.path, w.data); err != nil {
+			return fmt.Errorf("save inventory: %w", err)
+		}
+		return nil
+	}
+	if err := atomicfile.Write(w.path, w.data, 0o600); err != nil {
 		return fmt.Errorf("save inventory: %w", err)
 	}
+	// The file now holds every journal line's state and a newer number: emptying the journal
+	// needs no sync, since a line that survives a crash is older than the file and is skipped.
+	if err := os.Truncate(w.journal, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("save inventory: empty the journal: %w", err)
+	}
 	return nil
+}
+
+// appendSynced appends data to the file at path (created 0600) and waits until it is on disk.
+func appendSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = unix.Fdatasync(int(f.Fd())) // the data and the size that reaches it; not the mtime
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // lockIdle takes s.mu once no group write is in flight; while it is held, none can start.
@@ -183,13 +305,14 @@ func (s *Store) commit(g uint64) error {
 		}
 		// Become the writer of everything up to now.
 		f := &flush{upTo: s.gen, done: make(chan struct{})}
-		b, err := s.encode()
+		w, err := s.encode()
 		s.flushing = f
 		s.mu.Unlock()
 		if err == nil {
-			err = s.write(b)
+			err = writeState(w)
 		}
 		s.mu.Lock()
+		s.wrote(w, err)
 		if err == nil && f.upTo > s.durable {
 			s.durable, s.persisted = f.upTo, s.now()
 		}
