@@ -70,7 +70,11 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 	g.Go(func() error { return d.serveTFTP(ctx) })
 	g.Go(func() error { return d.serveHTTP(ctx) })
 	g.Go(func() error { return ctl.Serve(ctx, d.socketPath(), controller{d}) })
-	return g.Wait()
+	err = g.Wait()
+	if cerr := d.inv.Compact(); cerr != nil {
+		d.log.WithError(cerr).Warn("inventory journal not folded into the inventory file at stop; the next start reads both")
+	}
+	return err
 }
 
 // setup checks everything that can be wrong before any listener opens, so a bad config or a

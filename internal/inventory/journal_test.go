@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -13,28 +14,34 @@ import (
 
 // rec is one journal line: a state numbered seq with one lease for mac.
 func rec(seq int, mac string) string {
-	return fmt.Sprintf(`{"format":1,"seq":%d,"nodes":[],"waiting":[],"leases":[{"mac":%q,"address":"10.80.0.10","expires":"2099-01-01T00:00:00Z"}]}`+"\n", seq, mac)
+	return fmt.Sprintf(`{"format":2,"seq":%d,"nodes":[],"waiting":[],"leases":[{"mac":%q,"address":"10.80.0.10","expires":"2099-01-01T00:00:00Z"}]}`+"\n", seq, mac)
 }
 
 func TestOpenReplaysJournal(t *testing.T) {
-	const file = `{"format":1,"seq":5,"nodes":[],"waiting":[],"leases":[{"mac":"file","address":"10.80.0.10","expires":"2026-11-21T12:00:00Z"}]}`
+	const file = `{"format":2,"seq":5,"nodes":[],"waiting":[],"leases":[{"mac":"file","address":"10.80.0.10","expires":"2099-01-01T00:00:00Z"}]}`
+	const format1 = `{"format":1,"nodes":[],"waiting":[],"leases":[{"mac":"file","address":"10.80.0.10","expires":"2099-01-01T00:00:00Z"}]}`
 	for _, tc := range []struct {
 		name    string
+		file    string // default: file
 		journal string
 		want    string // the lease's MAC after Open, or the error it must name
 		wantErr bool
 	}{
-		{"no journal", "", "file", false},
-		{"newest line wins", rec(6, "a") + rec(7, "b"), "b", false},
-		{"lines older than the file are skipped", rec(3, "old") + rec(4, "older"), "file", false},
-		{"a torn last line is ignored", rec(6, "a") + rec(7, "b")[:40], "a", false},
-		{"a last line that does not parse is ignored", rec(6, "a") + "{\"format\":1,\"seq\":7,\n", "a", false},
-		{"damage followed by more is an error", rec(6, "a") + "garbage\n" + rec(8, "b"), "line 2 is damaged", true},
-		{"another format is an error", strings.Replace(rec(6, "a"), `"format":1`, `"format":9`, 1), "line 1 has format 9", true},
+		{name: "no journal", journal: "", want: "file", wantErr: false},
+		{name: "a format 1 file (no numbers) and a journal", file: format1, journal: rec(1, "a"), want: "a"},
+		{name: "newest line wins", journal: rec(6, "a") + rec(7, "b"), want: "b", wantErr: false},
+		{name: "lines older than the file are skipped", journal: rec(3, "old") + rec(4, "older"), want: "file", wantErr: false},
+		{name: "a line numbered as the file is skipped", journal: rec(5, "same"), want: "file", wantErr: false},
+		{name: "a torn last line is ignored", journal: rec(6, "a") + rec(7, "b")[:40], want: "a", wantErr: false},
+		{name: "a last line that does not parse is ignored", journal: rec(6, "a") + "{\"format\":1,\"seq\":7,\n", want: "a", wantErr: false},
+		{name: "a damaged line followed by blank space is a torn tail", journal: rec(6, "a") + "garb\n\n  \n", want: "a", wantErr: false},
+		{name: "damage followed by more is an error", journal: rec(6, "a") + "garbage\n" + rec(8, "b"), want: "line 2 is damaged", wantErr: true},
+		{name: "another format is an error", journal: strings.Replace(rec(6, "a"), `"format":2`, `"format":9`, 1), want: "line 1 has format 9", wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "inventory.json")
-			if err := atomicfile.Write(path, []byte(file), 0o600); err != nil {
+			content := cmp.Or(tc.file, file)
+			if err := atomicfile.Write(path, []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if tc.journal != "" {
@@ -92,38 +99,49 @@ func TestTornJournalIsFoldedIntoTheFile(t *testing.T) {
 	}
 }
 
-// Which writes append and which replace the file: a full journal and a failed append make the
-// next write a replacement.
+// Which writes append and which replace the file: a full journal, and a failed append (here
+// one that left half its line), make the next write a replacement.
 func TestJournalAppendsUntilFullOrFailed(t *testing.T) {
 	s, _ := newStore(t)
 	var kinds []string
-	fail := false
+	tear := false
 	swapWriteState(t, func(w stateWrite) error {
 		kind := map[bool]string{true: "replace", false: "append"}[w.replace]
-		if fail {
-			fail = false
-			kinds = append(kinds, kind+" (failed)")
+		if tear {
+			tear = false
+			kinds = append(kinds, kind+" (torn)")
+			f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, _ = f.Write(w.data[:len(w.data)/2])
 			return errors.New("disk full")
 		}
 		kinds = append(kinds, kind)
 		return performWrite(w)
 	})
-	lease := func(i int) {
+	lease := func(i int, wantErr bool) {
 		t.Helper()
-		_, _ = s.DiscoveryLease(fmt.Sprintf("52:54:00:00:00:%02x", i), testPool)
+		if _, err := s.DiscoveryLease(fmt.Sprintf("52:54:00:00:00:%02x", i), testPool); (err != nil) != wantErr {
+			t.Fatalf("lease %d: err = %v, want an error: %v", i, err, wantErr)
+		}
 	}
-	lease(1)
-	lease(2)
+	lease(1, false)
+	lease(2, false)
+	if fi, err := os.Stat(s.journalPath()); err != nil || fi.Size() != s.journalSize {
+		t.Fatalf("journal %v, %v; the store counts %d bytes", fi, err, s.journalSize)
+	}
 	s.mu.Lock()
 	s.journalSize = maxJournal
 	s.mu.Unlock()
-	lease(3) // the journal is full: the file is replaced
-	lease(4)
-	fail = true
-	lease(5) // fails: it may have left a torn line
-	lease(6)
-	lease(7)
-	want := []string{"append", "append", "replace", "append", "append (failed)", "replace", "append"}
+	lease(3, false) // the journal is full: the file is replaced
+	lease(4, false)
+	tear = true
+	lease(5, true) // a torn line, and an error
+	lease(6, false)
+	lease(7, false)
+	want := []string{"append", "append", "replace", "append", "append (torn)", "replace", "append"}
 	if strings.Join(kinds, ", ") != strings.Join(want, ", ") {
 		t.Fatalf("writes: %v\nwant:   %v", kinds, want)
 	}
@@ -133,5 +151,61 @@ func TestJournalAppendsUntilFullOrFailed(t *testing.T) {
 	}
 	if ls := d.Leases(); len(ls) != 6 {
 		t.Fatalf("leases on disk = %d, want 6 (the failed allocation undone)", len(ls))
+	}
+}
+
+// A write-through change whose line was written but whose sync failed is rolled back, and the
+// line is cut off again: it does not come back at the next Open.
+func TestFailedWriteThroughStaysUndone(t *testing.T) {
+	s, _ := newStore(t)
+	see(t, s, macA, macB)
+	if _, err := s.Assign(req("c1", macA)); err != nil {
+		t.Fatal(err)
+	}
+	old := datasync
+	datasync = func(*os.File) error { return errors.New("fdatasync: input/output error") }
+	t.Cleanup(func() { datasync = old })
+	if _, err := s.Assign(req("c2", macB)); err == nil {
+		t.Fatal("Assign succeeded with a failing disk")
+	}
+	d, err := Open(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes, _ := d.Snapshot(); len(nodes) != 1 || nodes[0].Name != "c1" {
+		t.Fatalf("nodes on disk = %+v, want c1 only (c2's assign failed)", nodes)
+	}
+}
+
+// Compact leaves the file alone holding the state, and is a no-op on an empty journal.
+func TestCompactFoldsTheJournal(t *testing.T) {
+	s, _ := newStore(t)
+	for i := range 3 {
+		if _, err := s.DiscoveryLease(fmt.Sprintf("52:54:00:00:00:%02x", i), testPool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(s.journalPath()); err != nil || fi.Size() != 0 {
+		t.Fatalf("journal after Compact: %v, %v; want it empty", fi, err)
+	}
+	before, err := os.ReadFile(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(s.path); string(after) != string(before) {
+		t.Error("a second Compact rewrote the file")
+	}
+	d, err := Open(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls := d.Leases(); len(ls) != 3 {
+		t.Fatalf("leases in the file = %d, want 3", len(ls))
 	}
 }

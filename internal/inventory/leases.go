@@ -111,7 +111,8 @@ func (s *Store) commitAllocation(l Lease, g uint64) error {
 
 // undoAllocation removes lease l (generation g) after its write failed, and reports true; or
 // false when a later write made it durable meanwhile (then it stands). The removal is written
-// with the next change; until then the file may hold l, which only keeps its address unused.
+// with the next change; until then the file or its journal may hold l, which only keeps its
+// address unused.
 func (s *Store) undoAllocation(l Lease, g uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

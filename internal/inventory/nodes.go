@@ -230,8 +230,13 @@ func (s *Store) SetState(name string, st State) (Node, error) {
 	if n.State == st {
 		return *n, s.saveIf(false)
 	}
+	old := n.State
 	n.State = st
-	return *n, s.save()
+	if err := s.save(); err != nil {
+		n.State = old
+		return Node{}, err
+	}
+	return *n, nil
 }
 
 // compareNames orders node names the way people count: master, c1, c2, ..., c10.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,8 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// formatVersion lets a later bootd migrate an older file instead of misreading it.
-const formatVersion = 1
+// formatVersion lets a later bootd migrate an older file instead of misreading it. Format 2 has
+// the journal (see Store): a bootd that reads only format 1 would ignore the journal and lose
+// what it holds, so it must refuse the file instead. Format 1 files are read as they are.
+const formatVersion = 2
 
 // seenPersistInterval bounds how often a mere "last seen" change is written: polls are frequent
 // and a lost last-seen second is harmless, while assignments and leases are always written.
@@ -122,9 +125,10 @@ func (s *Store) load() error {
 	if err := json.Unmarshal(b, &s.data); err != nil {
 		return fmt.Errorf("inventory %s is not valid JSON (%w); the previous good state is never overwritten in place, so this file was edited or damaged by hand", s.path, err)
 	}
-	if s.data.Format != formatVersion {
-		return fmt.Errorf("inventory %s has format %d, this bootd reads format %d", s.path, s.data.Format, formatVersion)
+	if s.data.Format != formatVersion && s.data.Format != 1 {
+		return fmt.Errorf("inventory %s has format %d, this bootd reads formats 1 and %d", s.path, s.data.Format, formatVersion)
 	}
+	s.data.Format = formatVersion
 	return nil
 }
 
@@ -148,7 +152,7 @@ func (s *Store) replayJournal() error {
 		var rec snapshot
 		if err := json.Unmarshal(line, &rec); err != nil || !bytes.HasSuffix(line, []byte("\n")) {
 			if i < len(lines)-1 && len(bytes.TrimSpace(bytes.Join(lines[i+1:], nil))) > 0 {
-				return fmt.Errorf("inventory journal %s: line %d is damaged and more follows it; bootd never writes after a torn line, so the file was edited or damaged by hand", s.journalPath(), i+1)
+				return fmt.Errorf("inventory journal %s: line %d is damaged and more follows it (bootd never writes after a torn line: the disk or a hand edit damaged it); to fall back to the state before that line, remove it and everything after it", s.journalPath(), i+1)
 			}
 			return nil // the torn tail of the last append
 		}
@@ -182,8 +186,7 @@ func (s *Store) save() error {
 	if err == nil {
 		err = writeState(w)
 	}
-	s.wrote(w, err)
-	if err != nil {
+	if err = s.wrote(w, err); err != nil {
 		return err
 	}
 	s.persisted, s.durable = s.now(), s.gen
@@ -216,18 +219,28 @@ func (s *Store) encode() (stateWrite, error) {
 	return stateWrite{path: s.journalPath(), data: append(b, '\n')}, nil
 }
 
-// wrote records how write w ended. Callers hold s.mu. A failed append may have left a torn
-// line, so the next write replaces the file.
-func (s *Store) wrote(w stateWrite, err error) {
+// wrote records how write w ended and returns its outcome for the callers. Callers hold s.mu.
+// After a failed write the next one replaces the file (an append that failed may have left
+// part of its line). A replaced file whose journal could not be emptied is written: its number
+// beats every journal line, but the next write must replace the file again.
+func (s *Store) wrote(w stateWrite, err error) error {
 	switch {
+	case errors.Is(err, errJournalKept):
+		s.compact = true
+		return nil
 	case err != nil:
 		s.compact = true
+		return err
 	case w.replace:
 		s.journalSize, s.compact = 0, false
 	default:
 		s.journalSize += int64(len(w.data))
 	}
+	return nil
 }
+
+// errJournalKept: the file was replaced, and its journal could not be emptied.
+var errJournalKept = errors.New("inventory written, its journal not emptied")
 
 // writeState performs one write (a variable for tests: counting, slowing, failing writes).
 var writeState = performWrite
@@ -242,28 +255,77 @@ func performWrite(w stateWrite) error {
 	if err := atomicfile.Write(w.path, w.data, 0o600); err != nil {
 		return fmt.Errorf("save inventory: %w", err)
 	}
-	// The file now holds every journal line's state and a newer number: emptying the journal
-	// needs no sync, since a line that survives a crash is older than the file and is skipped.
-	if err := os.Truncate(w.journal, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("save inventory: empty the journal: %w", err)
+	if err := emptyJournal(w.journal); err != nil {
+		return fmt.Errorf("%w: %w", errJournalKept, err)
 	}
 	return nil
 }
 
-// appendSynced appends data to the file at path (created 0600) and waits until it is on disk.
-func appendSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+// emptyJournal truncates the journal and syncs that: a journal line that survived would only be
+// older than the file, but a crash must not leave new bytes beside the old length.
+func emptyJournal(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	err = f.Truncate(0)
 	if err == nil {
-		err = unix.Fdatasync(int(f.Fd())) // the data and the size that reaches it; not the mtime
+		err = unix.Fdatasync(int(f.Fd()))
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// datasync is fdatasync (a variable for tests: a disk whose sync fails).
+var datasync = func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
+// appendSynced appends data to the file at path (created 0600, its directory synced then) and
+// waits until it is on disk (fdatasync: the data and the size that reaches it, not the mtime).
+// When that fails, what was appended is cut off again: the caller undoes its change in memory,
+// and a line that reached the disk anyway must not bring it back at the next Open.
+func appendSynced(path string, data []byte) error {
+	_, err := os.Lstat(path)
+	created := errors.Is(err, fs.ErrNotExist)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = datasync(f)
+	}
+	if err != nil && f.Truncate(end) == nil {
+		_ = unix.Fdatasync(int(f.Fd()))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && created {
+		err = atomicfile.SyncDir(filepath.Dir(path))
+	}
+	return err
+}
+
+// Compact folds the journal into the inventory file, so that after a clean stop the file alone
+// holds the state, to read, back up or edit by hand. It waits for a write in flight.
+func (s *Store) Compact() error {
+	s.lockIdle()
+	defer s.mu.Unlock()
+	if s.journalSize == 0 && !s.compact {
+		return nil
+	}
+	s.compact = true
+	return s.save()
 }
 
 // lockIdle takes s.mu once no group write is in flight; while it is held, none can start.
@@ -312,7 +374,7 @@ func (s *Store) commit(g uint64) error {
 			err = writeState(w)
 		}
 		s.mu.Lock()
-		s.wrote(w, err)
+		err = s.wrote(w, err)
 		if err == nil && f.upTo > s.durable {
 			s.durable, s.persisted = f.upTo, s.now()
 		}
