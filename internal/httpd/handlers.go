@@ -113,7 +113,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, elems []strin
 		return
 	}
 	start := time.Now()
-	asBulk(func() { http.ServeContent(withProgressDeadline(w), r, elems[len(elems)-1], st.ModTime(), f) })
+	http.ServeContent(withProgressDeadline(w), r, elems[len(elems)-1], st.ModTime(), f)
 	s.log.WithFields(logrus.Fields{"file": strings.Join(elems, "/"), "remote": r.RemoteAddr, "bytes": st.Size(),
 		"range": r.Header.Get("Range") != "", "duration": time.Since(start).Round(time.Millisecond).String()}).Info("served file")
 }
