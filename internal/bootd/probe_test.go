@@ -16,14 +16,17 @@ import (
 	"github.com/labcluster/gpucluster/internal/inventory"
 )
 
-// fakeProber says which addresses answer ARP, and counts probes.
+// fakeProber says which addresses answer ARP, and counts probes. Its Watch passes on what is
+// sent on arp, after failing watchFails times.
 type fakeProber struct {
-	mu     sync.Mutex
-	taken  map[netip.Addr]net.HardwareAddr
-	err    error
-	delay  time.Duration
-	probed []netip.Addr
-	waits  []time.Duration
+	mu         sync.Mutex
+	taken      map[netip.Addr]net.HardwareAddr
+	err        error
+	delay      time.Duration
+	probed     []netip.Addr
+	waits      []time.Duration
+	arp        chan sighting
+	watchFails int
 }
 
 func (p *fakeProber) Probe(_ context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error) {
@@ -50,10 +53,24 @@ func (p *fakeProber) Sweep(ctx context.Context, addrs []netip.Addr, timeout time
 	return found, nil
 }
 
-// Watch reports nothing: tests call the scout's seen directly.
-func (p *fakeProber) Watch(ctx context.Context, _ func(netip.Addr, net.HardwareAddr)) error {
-	<-ctx.Done()
-	return nil
+func (p *fakeProber) Watch(ctx context.Context, seen func(netip.Addr, net.HardwareAddr)) error {
+	p.mu.Lock()
+	fail := p.watchFails > 0
+	if fail {
+		p.watchFails--
+	}
+	p.mu.Unlock()
+	if fail {
+		return errors.New("interface down")
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case x := <-p.arp: // nil (no test traffic): blocks until ctx is done
+			seen(x.addr, x.mac)
+		}
+	}
 }
 
 func (p *fakeProber) count() int {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,6 +151,38 @@ func TestScoutWatch(t *testing.T) {
 	}
 	if n := len(hook.AllEntries()); n != 1 || hook.LastEntry().Data["client_mac"] != client {
 		t.Fatalf("a second host at a leased address: %d log lines, want 1 naming the client: %v", n, hook.AllEntries())
+	}
+}
+
+// The running scout: a watch that fails is started again, and an ARP packet from a free pool
+// address, through the watch's queue, gets the address held back and its sender logged.
+func TestScoutRunWatchesARP(t *testing.T) {
+	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}, arp: make(chan sighting), watchFails: 1}
+	d, hook := scoutDaemon(t, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.scout.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	a201 := netip.MustParseAddr("10.80.0.201")
+	select {
+	case p.arp <- sighting{a201, squatterMAC}: // taken only once the watch runs again (after 1 s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch was not started again after it failed")
+	}
+	// Held back, then logged: wait for the log line.
+	for deadline := time.Now().Add(5 * time.Second); !loggedSquatter(hook, a201, squatterMAC); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a host seen at a free pool address is not logged")
+		}
+	}
+	if !held(d, a201) {
+		t.Error("the squatter's address is not held back")
+	}
+	warned := slices.ContainsFunc(hook.AllEntries(), func(e *logrus.Entry) bool {
+		return e.Level == logrus.WarnLevel && strings.Contains(e.Message, "cannot be watched")
+	})
+	if !warned {
+		t.Error("the failed watch is not logged")
 	}
 }
 
