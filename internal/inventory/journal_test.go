@@ -175,6 +175,18 @@ func TestFailedWriteThroughStaysUndone(t *testing.T) {
 	if nodes, _ := d.Snapshot(); len(nodes) != 1 || nodes[0].Name != "c1" {
 		t.Fatalf("nodes on disk = %+v, want c1 only (c2's assign failed)", nodes)
 	}
+	// The disk recovers: the next write is numbered above everything written before the
+	// rollback (which restored the state's own number), so Open takes it.
+	datasync = old
+	if _, err := s.Assign(req("c2", macB)); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = Open(s.path); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, _ := d.Snapshot(); len(nodes) != 2 {
+		t.Fatalf("nodes on disk after the disk recovered = %+v, want c1 and c2", nodes)
+	}
 }
 
 // Compact leaves the file alone holding the state, and is a no-op on an empty journal.

@@ -76,7 +76,7 @@ type Store struct {
 	now       func() time.Time
 	persisted time.Time // when the state was last written
 
-	seq         uint64 // the number of the last write
+	seq         uint64 // the number of the last write; kept apart from data.Seq, which a rolled-back change restores
 	journalSize int64  // bytes in the journal
 	compact     bool   // the next write replaces the file: the journal has a torn line or is unknown
 
