@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
 // Write publishes one version: it copies the files m references from srcDir
@@ -118,8 +119,7 @@ func copyFile(src, dst string) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), in)
+	sum, n, err := sha256hex.Of(io.TeeReader(in, out))
 	if err == nil {
 		err = out.Sync()
 	}
@@ -129,7 +129,7 @@ func copyFile(src, dst string) (File, error) {
 	if err != nil {
 		return File{}, fmt.Errorf("copy %s: %w", src, err)
 	}
-	return File{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return File{Size: n, SHA256: sum}, nil
 }
 
 func writeManifest(dir string, m Manifest) error {

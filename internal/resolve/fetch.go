@@ -2,8 +2,6 @@ package resolve
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -145,12 +143,12 @@ func (f *fetcher) download(ctx context.Context, p Package, dst string) error {
 		return fmt.Errorf("cache: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), body); err != nil {
+	got, _, err := sha256hex.Of(io.TeeReader(body, tmp))
+	if err != nil {
 		tmp.Close()
 		return fmt.Errorf("package %s: fetch %s: %w", p.NEVRA(), u, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != p.SHA256 {
+	if got != p.SHA256 {
 		tmp.Close()
 		return &MismatchError{NEVRA: p.NEVRA(), URL: u, Want: p.SHA256, Got: got}
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
 // LockFormat is the version of the lock file layout; Read refuses others.
@@ -153,7 +154,6 @@ func Read(p string) (*LockFile, error) {
 }
 
 var (
-	sha256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	digestRe = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
@@ -225,7 +225,7 @@ func (p Package) validate(repos map[string]bool) error {
 	if !repos[p.Repo] {
 		return fmt.Errorf("repo %q: not in repos", p.Repo)
 	}
-	if !sha256Re.MatchString(p.SHA256) {
+	if !sha256hex.Valid(p.SHA256) {
 		return fmt.Errorf("sha256 %q: want 64 lowercase hex digits", p.SHA256)
 	}
 	return checkLocation(p.Location)
