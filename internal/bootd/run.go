@@ -178,7 +178,7 @@ func (d *daemon) serveTFTP(ctx context.Context) error {
 		conn.Close()
 		return fmt.Errorf("tftp: find the bootd binary to run its worker: %w", err)
 	}
-	return tftpd.Worker{Exe: exe, Server: d.tftp, Log: d.log.WithField("listener", "tftp")}.Serve(ctx, conn)
+	return tftpd.Worker{Exe: exe, Server: d.tftp}.Serve(ctx, conn)
 }
 
 // checkReplySource warns when the kernel would send to the lab from another address than

@@ -166,7 +166,7 @@ func (s *scout) round(ctx context.Context) int {
 		}
 	}
 	s.mu.Unlock()
-	for _, a := range s.d.inv.FreeAddresses(s.d.pool(), scoutMax) {
+	for _, a := range s.d.inv.FreeAddresses(s.pool, scoutMax) {
 		s.mu.Lock()
 		t, ok := s.clean[a]
 		s.mu.Unlock()

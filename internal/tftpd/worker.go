@@ -48,11 +48,10 @@ const (
 )
 
 // Worker runs TFTP in a child process on a socket the parent bound, relays the child's log
-// entries to Log, and starts it again when it dies.
+// entries to the Server's log (bootd's, as New was given it), and starts it again when it dies.
 type Worker struct {
 	Exe    string  // the bootd binary (os.Executable): it must run RunWorker for WorkerCommand
 	Server *Server // what to serve: its directory and the files New found there
-	Log    logrus.FieldLogger
 }
 
 // Serve runs workers on conn until ctx is done, then stops the one running and returns nil. It
@@ -66,7 +65,7 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 	}
 	defer sock.Close()
 	cred, as := w.credential()
-	w.Log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
+	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
 	var deaths []time.Time
 	everReady := false
 	for {
@@ -80,14 +79,14 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 			// group that may not read a file. Only that falls back, and only before any worker
 			// served as nobody: after that a worker's death (at a hostile packet, say, or killed
 			// by another of nobody's processes) never buys the next one root.
-			w.Log.WithError(err).Warn("tftp worker could not start as nobody; running it as bootd's own user")
+			w.Server.log.WithError(err).Warn("tftp worker could not start as nobody; running it as bootd's own user")
 			cred = nil
 		}
 		deaths = append(recent(deaths, restartWindow), time.Now())
 		if len(deaths) > maxRestarts {
 			return fmt.Errorf("tftp worker died %d times within %s, last: %w", len(deaths), restartWindow, err)
 		}
-		w.Log.WithError(err).Errorf("tftp worker died; starting it again in %s", restartDelay)
+		w.Server.log.WithError(err).Errorf("tftp worker died; starting it again in %s", restartDelay)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -133,6 +132,8 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 	if err != nil {
 		return false, err
 	}
+	// Not child.Command: its context would kill the worker, which must stop through the
+	// lifeline (and may run as another user); Pdeathsig is set here as it sets it there.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
 	// A pipe of our own rather than StderrPipe, whose Wait would wait for the end of the log: a
 	// process the worker left behind holding its stderr could hold us too.
@@ -149,7 +150,7 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 	}
 	readyCh, relayed := make(chan struct{}), make(chan struct{})
 	go func() {
-		relayLog(logs, w.Log, reservedKeys(w.Log), func() { close(readyCh) })
+		relayLog(logs, w.Server.log, reservedKeys(w.Server.log), func() { close(readyCh) })
 		close(relayed)
 	}()
 	exited := make(chan error, 1)
@@ -175,7 +176,7 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 	case <-exited:
 	case <-time.After(stopWait):
 		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			w.Log.WithError(err).Error("tftp worker did not stop and cannot be killed; it ends when its transfers time out")
+			w.Server.log.WithError(err).Error("tftp worker did not stop and cannot be killed; it ends when its transfers time out")
 			return true, nil
 		}
 		<-exited
@@ -191,9 +192,9 @@ func exitError(err error) error {
 	return err
 }
 
-// debug reports whether Log shows debug entries, so the worker only sends what will be shown.
+// debug reports whether bootd's log (the Server's) shows debug entries, so the worker only sends what will be shown.
 func (w Worker) debug() bool {
-	switch l := w.Log.(type) {
+	switch l := w.Server.log.(type) {
 	case *logrus.Entry:
 		return l.Logger.IsLevelEnabled(logrus.DebugLevel)
 	case *logrus.Logger:
@@ -202,7 +203,7 @@ func (w Worker) debug() bool {
 	return true
 }
 
-// reservedKeys are the fields bootd sets on Log (listener=tftp): a worker's entry cannot replace
+// reservedKeys are the fields bootd sets on its log (listener=tftp): a worker's entry cannot replace
 // them, so it cannot pass for another part of bootd.
 func reservedKeys(log logrus.FieldLogger) []string {
 	e, ok := log.(*logrus.Entry)

@@ -98,7 +98,7 @@ func startWorkerAt(t *testing.T, level logrus.Level, exe, root string) (addr str
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- Worker{Exe: exe, Server: srv, Log: log}.Serve(ctx, conn) }()
+	go func() { done <- Worker{Exe: exe, Server: srv}.Serve(ctx, conn) }()
 	stopped := false
 	stop = func() error {
 		if stopped {
@@ -271,7 +271,7 @@ func TestWorkerThatKeepsDying(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = Worker{Exe: broken, Server: srv, Log: log}.Serve(ctx, conn)
+	err = Worker{Exe: broken, Server: srv}.Serve(ctx, conn)
 	if ctx.Err() != nil {
 		t.Fatal("Serve kept restarting a worker that always dies")
 	}
@@ -632,6 +632,6 @@ func serveAsTestParent(addr, root string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Fprintln(os.Stderr, Worker{Exe: exe, Server: srv, Log: log}.Serve(context.Background(), conn))
+	fmt.Fprintln(os.Stderr, Worker{Exe: exe, Server: srv}.Serve(context.Background(), conn))
 	os.Exit(1)
 }
