@@ -33,21 +33,8 @@ const (
 	opReply      = 2
 	hwEthernet   = 1
 	protoIPv4    = 0x0800
-	resendFactor = 2 // probes sent per address, spread over the timeout
-	// singleShot is the shortest wait worth a second probe. Within a few milliseconds a
-	// segment that lost one probe (a full queue) most likely loses the next too, and every
-	// broadcast costs every host on the segment: a re-probe of a just-swept address, 1 ms long,
-	// sends one.
-	singleShot = 10 * time.Millisecond
+	resendFactor = 2 // probes sent per address by Probe and Sweep, spread over the timeout
 )
-
-// rounds is how many probes a wait of timeout sends per address.
-func rounds(timeout time.Duration) int {
-	if timeout < singleShot {
-		return 1
-	}
-	return resendFactor
-}
 
 // Prober probes addresses on one interface, and watches its ARP traffic.
 //
@@ -69,13 +56,26 @@ func New(ifname string) *Prober { return &Prober{ifname: ifname} }
 // nil when nothing answered. An error means the probe could not be made (no such interface, no
 // CAP_NET_RAW): the caller decides whether to go on unprobed.
 func (p *Prober) Probe(ctx context.Context, target netip.Addr, timeout time.Duration) (net.HardwareAddr, error) {
-	found, err := p.Sweep(ctx, []netip.Addr{target}, timeout)
+	found, err := p.sweep(ctx, []netip.Addr{target}, timeout, resendFactor)
+	return found[target], err
+}
+
+// Reprobe is Probe with a single probe, for an address swept free moments ago and waited on for
+// a millisecond or so: in that time a segment that lost one probe (a full queue) most likely
+// loses the next too, and every broadcast costs every host on the segment.
+func (p *Prober) Reprobe(ctx context.Context, target netip.Addr, timeout time.Duration) (net.HardwareAddr, error) {
+	found, err := p.sweep(ctx, []netip.Addr{target}, timeout, 1)
 	return found[target], err
 }
 
 // Sweep probes every address of targets at once and waits up to timeout for claims (less when
 // every address is claimed). It returns the hosts found, by address (absent: nothing answered).
 func (p *Prober) Sweep(ctx context.Context, targets []netip.Addr, timeout time.Duration) (map[netip.Addr]net.HardwareAddr, error) {
+	return p.sweep(ctx, targets, timeout, resendFactor)
+}
+
+// sweep sends n probes per unanswered target, spread over timeout.
+func (p *Prober) sweep(ctx context.Context, targets []netip.Addr, timeout time.Duration, n int) (map[netip.Addr]net.HardwareAddr, error) {
 	for _, t := range targets {
 		if !t.Is4() {
 			return nil, fmt.Errorf("arp probe: %s is not an IPv4 address", t)
@@ -95,7 +95,6 @@ func (p *Prober) Sweep(ctx context.Context, targets []netip.Addr, timeout time.D
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	n := rounds(timeout)
 	for i := range n {
 		for _, t := range seg.unanswered(c) {
 			if err := seg.sock.send(Request(mac, t)); err != nil {

@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"testing"
-	"time"
 )
 
 var (
@@ -107,23 +106,5 @@ func TestDispatch(t *testing.T) {
 	want := []string{"10.80.0.200 " + other.String(), "10.80.0.200 02:00:00:00:00:09"}
 	if len(seen) != 2 || seen[0] != want[0] || seen[1] != want[1] {
 		t.Fatalf("watcher saw %v, want %v", seen, want)
-	}
-}
-
-func TestRounds(t *testing.T) {
-	for _, tc := range []struct {
-		timeout time.Duration
-		want    int
-	}{
-		{time.Millisecond, 1},             // the re-probe before an ACK
-		{singleShot - time.Nanosecond, 1}, // too short for a second probe to tell anything
-		{singleShot, resendFactor},
-		{300 * time.Millisecond, resendFactor}, // a sweep, or the probe of an unswept address
-	} {
-		t.Run(tc.timeout.String(), func(t *testing.T) {
-			if got := rounds(tc.timeout); got != tc.want {
-				t.Errorf("rounds(%s) = %d, want %d", tc.timeout, got, tc.want)
-			}
-		})
 	}
 }

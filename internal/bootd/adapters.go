@@ -49,6 +49,7 @@ type boundLease struct {
 // many at once, or every ARP packet's sender as it passes.
 type Prober interface {
 	Probe(ctx context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error)
+	Reprobe(ctx context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error) // one packet: for a swept address
 	Sweep(ctx context.Context, addrs []netip.Addr, timeout time.Duration) (map[netip.Addr]net.HardwareAddr, error)
 	Watch(ctx context.Context, seen func(netip.Addr, net.HardwareAddr)) error
 }
@@ -86,7 +87,7 @@ func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
 		if err != nil || !fresh || d.probe == nil {
 			return boundLease{lease, bind}, err
 		}
-		timeout := probeTimeout
+		probe, timeout := d.probe.Probe, probeTimeout
 		if d.scout != nil {
 			d.scout.took(lease.Address)
 			if vouched && !bind {
@@ -96,10 +97,10 @@ func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
 			if vouched {
 				// A REQUEST that allocates (INIT-REBOOT, or its offer was taken back) gets no
 				// OFFER to hide the re-probe behind: it waits for it here.
-				timeout = confirmTimeout
+				probe, timeout = d.probe.Reprobe, confirmTimeout
 			}
 		}
-		squatter, err := d.probe.Probe(context.Background(), lease.Address, timeout)
+		squatter, err := probe(context.Background(), lease.Address, timeout)
 		if err != nil {
 			// Fail open: an unprobed offer is what bootd did before probing existed, and a client
 			// that finds the address in use still declines it.

@@ -27,6 +27,7 @@ type fakeProber struct {
 	waits      []time.Duration
 	arp        chan sighting
 	watchFails int
+	reprobes   int // of the probes, those made with Reprobe
 }
 
 func (p *fakeProber) Probe(_ context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error) {
@@ -39,6 +40,14 @@ func (p *fakeProber) Probe(_ context.Context, a netip.Addr, timeout time.Duratio
 	p.probed = append(p.probed, a)
 	p.waits = append(p.waits, timeout)
 	return p.taken[a], p.err
+}
+
+// Reprobe is Probe, counted apart.
+func (p *fakeProber) Reprobe(ctx context.Context, a netip.Addr, timeout time.Duration) (net.HardwareAddr, error) {
+	p.mu.Lock()
+	p.reprobes++
+	p.mu.Unlock()
+	return p.Probe(ctx, a, timeout)
 }
 
 func (p *fakeProber) Sweep(ctx context.Context, addrs []netip.Addr, timeout time.Duration) (map[netip.Addr]net.HardwareAddr, error) {

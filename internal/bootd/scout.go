@@ -294,7 +294,7 @@ func (s *scout) confirmLater(mac string, a netip.Addr) {
 			s.mu.Unlock()
 			close(done)
 		}()
-		squatter, err := s.d.probe.Probe(context.Background(), a, confirmTimeout)
+		squatter, err := s.d.probe.Reprobe(context.Background(), a, confirmTimeout)
 		if err != nil {
 			s.d.log.WithError(err).WithField("address", a).Warn("offered discovery address not re-probed")
 		}

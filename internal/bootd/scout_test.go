@@ -79,10 +79,10 @@ func TestScoutSweepsThePool(t *testing.T) {
 	}
 	d.scout.awaitConfirm("52:54:00:00:00:09")
 	p.mu.Lock()
-	last := p.waits[len(p.waits)-1]
+	last, reprobes := p.waits[len(p.waits)-1], p.reprobes
 	p.mu.Unlock()
-	if p.count() != 51 || last != confirmTimeout {
-		t.Fatalf("after the lease: %d probes, the last for %s; want one re-probe of %s", p.count(), last, confirmTimeout)
+	if p.count() != 51 || last != confirmTimeout || reprobes != 1 {
+		t.Fatalf("after the lease: %d probes (%d re-probes), the last for %s; want one re-probe of %s", p.count(), reprobes, last, confirmTimeout)
 	}
 	if d.scout.vouches(netip.MustParseAddr("10.80.0.201")) {
 		t.Fatal("the scout still vouches for an address the leaser took")
