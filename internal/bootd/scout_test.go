@@ -108,6 +108,13 @@ func TestScoutReprobeTakesTheAddressBack(t *testing.T) {
 	if l := lease(t, d, mac, false); l.IP != addr200 {
 		t.Fatalf("offered %v, want 10.80.0.200 (vouched)", l.IP)
 	}
+	d.scout.awaitConfirm(mac)
+	p.mu.Lock()
+	reprobes := p.reprobes
+	p.mu.Unlock()
+	if reprobes != 1 {
+		t.Fatalf("the offered address was re-probed %d times with Reprobe, want once (one packet)", reprobes)
+	}
 	// The REQUEST comes at once; it waits for the re-probe.
 	if l := lease(t, d, mac, true); l.IP == addr200 {
 		t.Fatal("the REQUEST still gets 10.80.0.200 although a host answers there")
