@@ -192,10 +192,12 @@ func run(ctx context.Context, o options) (report string, err error) {
 		&baselineServer{lab: lab, dir: filepath.Join(work, "baseline"), filesRoot: filepath.Join(work, "bootd"), ping: o.ping},
 	}
 	res := results{machine: describeMachine(), rootfs: o.rootfs, spec: spec}
+	up := len(clients) // links up: AddHost leaves every link up
 	for _, n := range o.sizes {
-		if err := cable(ctx, clients, n); err != nil {
+		if err := cable(ctx, clients, up, n); err != nil {
 			return res.markdown(), err
 		}
+		up = n
 		for _, s := range servers {
 			if err := ctx.Err(); err != nil {
 				return res.markdown(), err
@@ -371,17 +373,17 @@ func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec
 	return r, nil
 }
 
-// cable leaves the first n machines' links up and takes the others' down, so that a storm of n
-// is n machines on the bridge. The bridge floods every broadcast (DHCP, ARP) to every port that
+// cable takes the first up machines' links (the last storm's) to the first n, so that a storm
+// of n is n machines on the bridge; it changes only the links between the two. The bridge floods every broadcast (DHCP, ARP) to every port that
 // is up, on the two cores the servers and clients share, where a lab's switch does it in
 // hardware: with 200 idle ports an N = 10 storm's DHCP took about twice as long, for both
 // servers.
-func cable(ctx context.Context, clients []*client, n int) error {
-	for i, c := range clients {
-		state := "up"
-		if i >= n {
-			state = "down"
-		}
+func cable(ctx context.Context, clients []*client, up, n int) error {
+	state, change := "up", clients[min(up, n):n]
+	if n < up {
+		state, change = "down", clients[n:up]
+	}
+	for _, c := range change {
 		if out, err := exec.CommandContext(ctx, "ip", "-n", c.ns.name, "link", "set", "eth0", state).CombinedOutput(); err != nil {
 			return fmt.Errorf("link eth0 %s in %s: %w: %s", state, c.ns.name, err, out)
 		}
