@@ -2,17 +2,14 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/ctl"
+	"github.com/labcluster/gpucluster/internal/golden"
 	"github.com/labcluster/gpucluster/internal/inventory"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestPrintNodes(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -28,17 +25,5 @@ func TestPrintNodes(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	printNodes(&buf, r, now)
-	golden := "testdata/nodes.txt"
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if buf.String() != string(want) {
-		t.Errorf("bootd nodes output:\n%s\nwant:\n%s", buf.String(), want)
-	}
+	golden.Check(t, "testdata/nodes.txt", buf.Bytes())
 }

@@ -2,15 +2,14 @@ package artifact
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+	"github.com/labcluster/gpucluster/internal/golden"
+)
 
 func TestWriteRoundTrip(t *testing.T) {
 	tests := []struct {
@@ -56,19 +55,7 @@ func TestWriteGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "manifest.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Fatalf("manifest.json differs from %s:\n got: %s\nwant: %s", golden, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "manifest.golden.json"), got)
 }
 
 func TestWriteRefuses(t *testing.T) {

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"flag"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -14,9 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/labcluster/gpucluster/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/bad")
 
 // TestLoadErrors loads every testdata/bad/*.toml and compares the error
 // with the golden .err file beside it.
@@ -32,7 +30,7 @@ func TestLoadErrors(t *testing.T) {
 				t.Fatal("Load succeeded, want an error")
 			}
 			checkLocated(t, err, file)
-			golden(t, strings.TrimSuffix(file, ".toml")+".err", err.Error()+"\n")
+			golden.Check(t, strings.TrimSuffix(file, ".toml")+".err", []byte(err.Error()+"\n"))
 		})
 	}
 }
@@ -50,23 +48,6 @@ func checkLocated(t *testing.T, err error, file string) {
 	}
 	if e.Key == "" && !strings.Contains(file, "syntax") {
 		t.Errorf("error %q names no key", err)
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("error:\n got: %s want: %s", got, want)
 	}
 }
 

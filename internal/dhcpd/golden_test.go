@@ -1,17 +1,15 @@
 package dhcpd
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden and the fuzz seed corpus")
+	"github.com/labcluster/gpucluster/internal/golden"
+)
 
 // TestGoldenReplies pins whole replies (every field and option, in the library's summary form),
 // so that an unintended change to what a node receives shows up as a diff.
@@ -31,26 +29,8 @@ func TestGoldenReplies(t *testing.T) {
 			if resp == nil {
 				t.Fatal("no reply")
 			}
-			golden(t, filepath.Join("testdata", tc.name+".golden"), resp.Summary())
+			golden.Check(t, filepath.Join("testdata", tc.name+".golden"), []byte(resp.Summary()))
 		})
-	}
-}
-
-// golden compares got with the file at path, or rewrites the file under -update.
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("reply differs from %s (run with -update if intended):\n got:\n%s\nwant:\n%s", path, got, want)
 	}
 }
 
@@ -69,18 +49,13 @@ func seedPackets(t testing.TB) map[string]*dhcpv4.DHCPv4 {
 	}
 }
 
-// TestFuzzSeedCorpus keeps testdata/fuzz/FuzzReply in step with seedPackets (-update writes it).
+// TestFuzzSeedCorpus keeps testdata/fuzz/FuzzReply in step with seedPackets (go test -update writes it).
 func TestFuzzSeedCorpus(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzReply")
 	for name, p := range seedPackets(t) {
 		t.Run(name, func(t *testing.T) {
 			content := "go test fuzz v1\n[]byte(" + quoteBytes(p.ToBytes()) + ")\n"
-			if *update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			golden(t, filepath.Join(dir, name), content)
+			golden.Check(t, filepath.Join(dir, name), []byte(content))
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package httpd
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,10 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/golden"
 	"github.com/sirupsen/logrus"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 const (
 	waitingMAC  = "52:54:00:00:00:01"
@@ -139,25 +137,8 @@ func TestScripts(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			golden(t, tt.golden, body)
+			golden.Check(t, filepath.Join("testdata", tt.golden), []byte(body))
 		})
-	}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
 	}
 }
 

@@ -2,7 +2,6 @@ package kickstart
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
@@ -11,12 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labcluster/gpucluster/internal/golden"
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/spec"
 	"github.com/labcluster/gpucluster/kickstart"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden kickstarts under testdata")
 
 // templates are the repository's kickstart/, read from disk so that a test
 // sees the templates as edited, not as last embedded.
@@ -85,19 +83,7 @@ func TestGolden(t *testing.T) {
 	for _, node := range []string{"master", "c1"} {
 		t.Run(node, func(t *testing.T) {
 			got := nodeKickstart(t, node)
-			golden := filepath.Join("testdata", node+".ks")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs from the rendered kickstart (run go test -update and review the diff)", golden)
-			}
+			golden.Check(t, filepath.Join("testdata", node+".ks"), got)
 		})
 	}
 }

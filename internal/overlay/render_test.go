@@ -3,7 +3,6 @@ package overlay
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"net/netip"
@@ -13,10 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labcluster/gpucluster/internal/golden"
 	"github.com/labcluster/gpucluster/overlays"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // templatesDir is the repository's overlays/, read from disk so that a test
 // sees the templates as edited, not as last embedded.
@@ -88,7 +86,7 @@ func TestGolden(t *testing.T) {
 		t.Run(node, func(t *testing.T) {
 			files := render(t, reference(), node)
 			dir := filepath.Join("testdata", "golden", node)
-			if *update {
+			if golden.Update() {
 				writeGolden(t, dir, files)
 			}
 			checkGolden(t, dir, files)

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"errors"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labcluster/gpucluster/internal/golden"
 	"github.com/labcluster/gpucluster/internal/tomlpos"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/bad")
 
 // load picks the loader for a test file by its name: image_*, site_* or
 // a layer.
@@ -44,7 +42,7 @@ func TestLoadErrors(t *testing.T) {
 				t.Fatal("loaded, want an error")
 			}
 			checkLocated(t, err, file)
-			golden(t, strings.TrimSuffix(file, ".toml")+".err", err.Error()+"\n")
+			golden.Check(t, strings.TrimSuffix(file, ".toml")+".err", []byte(err.Error()+"\n"))
 		})
 	}
 }
@@ -62,23 +60,6 @@ func checkLocated(t *testing.T, err error, file string) {
 	}
 	if e.Msg == "" || strings.ToLower(e.Msg[:1]) != e.Msg[:1] {
 		t.Errorf("message %q does not start lowercase", e.Msg)
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("error:\n got: %s want: %s", got, want)
 	}
 }
 
