@@ -47,24 +47,3 @@ func TestInPool(t *testing.T) {
 		})
 	}
 }
-
-func TestErrorFormat(t *testing.T) {
-	tests := []struct {
-		name string
-		e    Error
-		want string
-	}{
-		{"all", Error{File: "bootd.toml", Line: 12, Key: "network.subnet", Msg: "bad"}, "bootd.toml:12: network.subnet: bad"},
-		{"no line", Error{File: "bootd.toml", Key: "network.subnet", Msg: "bad"}, "bootd.toml: network.subnet: bad"},
-		{"no file", Error{Key: "network.subnet", Msg: "bad"}, "network.subnet: bad"},
-		{"no key", Error{File: "bootd.toml", Line: 3, Msg: "bad"}, "bootd.toml:3: bad"},
-		{"line only", Error{Line: 3, Msg: "bad"}, "line 3: bad"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.e.Error(); got != tt.want {
-				t.Errorf("Error() = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
