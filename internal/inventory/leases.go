@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"time"
@@ -170,16 +171,12 @@ func (s *Store) LeaseOf(mac string) (Lease, error) {
 // (when prefer is not nil) the lowest such address that prefer accepts. It stops at the first
 // preferred address: a storm's allocations each look at a few addresses, not the whole pool.
 func (s *Store) freeAddress(pool Pool, now time.Time, prefer func(netip.Addr) bool) (netip.Addr, bool, error) {
-	used := s.usedAddresses(now)
 	var first netip.Addr
-	for a := pool.Start; a.IsValid() && a.Compare(pool.End) <= 0; a = a.Next() {
-		switch {
-		case used[a]:
-		case prefer == nil:
-			return a, false, nil
-		case prefer(a):
-			return a, true, nil
-		case !first.IsValid():
+	for a := range s.free(pool, now) {
+		if prefer == nil || prefer(a) {
+			return a, prefer != nil, nil
+		}
+		if !first.IsValid() {
 			first = a
 		}
 	}
@@ -189,17 +186,29 @@ func (s *Store) freeAddress(pool Pool, now time.Time, prefer func(netip.Addr) bo
 	return first, false, nil
 }
 
-// freeAddresses lists the lowest n (n < 0: all) pool addresses not held by an unexpired lease or
-// a node, in order. Callers hold s.mu.
+// freeAddresses lists the lowest n (n < 0: all) free pool addresses, in order. Callers hold s.mu.
 func (s *Store) freeAddresses(pool Pool, now time.Time, n int) []netip.Addr {
-	used := s.usedAddresses(now)
 	var free []netip.Addr
-	for a := pool.Start; a.IsValid() && a.Compare(pool.End) <= 0 && len(free) != n; a = a.Next() {
-		if !used[a] {
-			free = append(free, a)
+	for a := range s.free(pool, now) {
+		if len(free) == n {
+			break
 		}
+		free = append(free, a)
 	}
 	return free
+}
+
+// free yields the pool's addresses not held by an unexpired lease or a node, lowest first: the
+// walk stops where its caller does. Callers hold s.mu.
+func (s *Store) free(pool Pool, now time.Time) iter.Seq[netip.Addr] {
+	used := s.usedAddresses(now)
+	return func(yield func(netip.Addr) bool) {
+		for a := pool.Start; a.IsValid() && a.Compare(pool.End) <= 0; a = a.Next() {
+			if !used[a] && !yield(a) {
+				return
+			}
+		}
+	}
 }
 
 // usedAddresses is the set of addresses that live leases and nodes hold. Callers hold s.mu.
