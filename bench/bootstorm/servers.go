@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/procstat"
 	"github.com/labcluster/gpucluster/internal/vlab"
 )
 
@@ -247,9 +248,6 @@ type usage struct {
 	Procs int
 }
 
-// clockTick is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every Linux that matters.
-const clockTick = 100
-
 // measure sums CPU time and peak RSS over every process in the given process groups (vlab
 // starts each server as a group leader; nginx's workers are in its group).
 func measure(leaders []int) (usage, error) {
@@ -267,26 +265,11 @@ func measure(leaders []int) (usage, error) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // gone
+		st, err := procstat.Read(pid)
+		if err != nil || !groups[st.PGrp] {
+			continue // gone, or not the server's
 		}
-		// Fields after the command name, which is in parentheses and may hold spaces.
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		pgrp, _ := strconv.Atoi(f[2]) // field 5
-		if !groups[pgrp] {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14
-		st, _ := strconv.ParseInt(f[12], 10, 64) // field 15
-		u.CPU += time.Duration(ut+st) * time.Second / clockTick
+		u.CPU += st.CPU
 		u.HWM += vmHWM(pid)
 		u.Procs++
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/procstat"
 )
 
 // TestMain: run as `<test binary> parent`, the binary starts `sleep` through Command, prints its
@@ -51,19 +53,10 @@ func TestChildDiesWithParent(t *testing.T) {
 	}
 	_ = parent.Wait()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if syscall.Kill(pid, 0) != nil || zombie(pid) {
+		if !procstat.Alive(pid) {
 			return
 		}
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	t.Fatalf("child %d outlived its killed parent", pid)
-}
-
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] == "Z"
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/procstat"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 )
@@ -161,26 +162,11 @@ func runningWorkers(keep func(ppid int, args []string) bool) []int {
 		if err != nil || len(args) < 2 || args[1] != WorkerCommand {
 			continue
 		}
-		if state, ppid := procState(pid); state != "" && state != "Z" && keep(ppid, args) {
+		if st, err := procstat.Read(pid); err == nil && st.State != "Z" && keep(st.PPid, args) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
-}
-
-// procState is pid's state letter and parent from /proc/pid/stat ("" if it is gone).
-func procState(pid int) (state string, ppid int) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", 0
-	}
-	// pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) < 2 {
-		return "", 0
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	return f[0], ppid
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -501,7 +487,7 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("stopping took %s: the worker did not leave by itself", d)
 		}
-		if len(pids) != 1 || procAlive(pids[0]) {
+		if len(pids) != 1 || procstat.Alive(pids[0]) {
 			t.Fatalf("worker %v still running after Serve returned", pids)
 		}
 	})
@@ -521,16 +507,10 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 		if d := time.Since(start); d < stopWait {
 			t.Errorf("Serve returned after %s, before stopWait (%s): it did not wait for the worker", d, stopWait)
 		}
-		if procAlive(pid) {
+		if procstat.Alive(pid) {
 			t.Fatalf("worker %d still running after Serve returned", pid)
 		}
 	})
-}
-
-// procAlive reports whether pid runs (a zombie counts as gone).
-func procAlive(pid int) bool {
-	state, _ := procState(pid)
-	return state != "" && state != "Z"
 }
 
 // TestWorkerDebugFollowsBootd: the worker sends debug entries only when bootd's log shows them.
