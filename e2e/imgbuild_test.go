@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,10 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
-	"github.com/labcluster/gpucluster/internal/spec"
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
-// lab is a copy of the project's layers and images with a stand-in repository for every
+// imgLab is a copy of the project's layers and images with a stand-in repository for every
 // package they name, and a site file pointing every repository there: dnf and rpm run for real.
 type imgLab struct {
 	dir, repo, site string
@@ -33,76 +31,21 @@ func newImgLab(ctx context.Context, t *testing.T) *imgLab {
 	t.Helper()
 	requirePrereqs(t, "dnf", "rpm", "rpmbuild", "createrepo_c", "mksquashfs", "unsquashfs", "cpio")
 	dir := artifactDir(t)
-	l := &imgLab{dir: dir, repo: filepath.Join(dir, "repo"), site: filepath.Join(dir, "site.toml"), log: logrus.New()}
+	l := &imgLab{dir: dir, log: logrus.New()}
 	l.log.SetLevel(logrus.WarnLevel)
 	for _, sub := range []string{"layers", "images"} {
 		if out, err := exec.Command("cp", "-a", filepath.Join("..", sub), filepath.Join(dir, sub)).CombinedOutput(); err != nil {
 			t.Fatalf("copy %s: %v %s", sub, err, out)
 		}
 	}
-	names, repoIDs, streams := l.planned(t)
-	kernel, err := testrepo.HostKernel()
+	start := time.Now()
+	site, err := testrepo.StandInSite(ctx, dir, filepath.Join(dir, "layers"), l.image("master"), l.image("compute"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	pkgs := testrepo.Standins(names, kernel)
-	if err := testrepo.Build(ctx, l.repo, pkgs); err != nil {
-		t.Fatal(err)
-	}
-	if err := testrepo.AddModules(ctx, l.repo, modules(t, streams), pkgs); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("stand-in repository: %d packages named by the layers, built in %s", len(names), time.Since(start).Round(time.Second))
-	var site strings.Builder
-	for _, id := range repoIDs {
-		fmt.Fprintf(&site, "[repos.%s]\nbaseurl = \"file://%s\"\ngpgcheck = false\n\n", id, l.repo)
-	}
-	if err := os.WriteFile(l.site, []byte(site.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	l.repo, l.site = site.Repo, site.Path
+	t.Logf("stand-in repository: %d packages named by the layers, built in %s", site.Packages, time.Since(start).Round(time.Second))
 	return l
-}
-
-// moduleStreams are the packages each dnf module stream the layers enable holds upstream.
-var moduleStreams = map[string][]string{"nvidia-driver:open-dkms": {"nvidia-open"}}
-
-func modules(t *testing.T, streams []string) []testrepo.Module {
-	var mods []testrepo.Module
-	for _, s := range streams {
-		pkgs, ok := moduleStreams[s]
-		if !ok {
-			t.Fatalf("a layer enables module %s: add its packages to moduleStreams", s)
-		}
-		name, stream, _ := strings.Cut(s, ":")
-		mods = append(mods, testrepo.Module{Name: name, Stream: stream, Packages: pkgs})
-	}
-	return mods
-}
-
-// planned returns every package name, repository id and module stream both images use.
-func (l *imgLab) planned(t *testing.T) (names, repos, streams []string) {
-	for _, img := range []string{"master", "compute"} {
-		im, err := spec.LoadImage(l.image(img))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := spec.Resolve(im, filepath.Join(l.dir, "layers"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, p.PackageNames()...)
-		for _, r := range p.Repos() {
-			repos = append(repos, r.ID)
-		}
-		for _, ly := range p.Layers {
-			streams = append(streams, ly.Modules.Enable...)
-		}
-	}
-	slices.Sort(names)
-	slices.Sort(repos)
-	slices.Sort(streams)
-	return slices.Compact(names), slices.Compact(repos), slices.Compact(streams)
 }
 
 func (l *imgLab) image(name string) string { return filepath.Join(l.dir, "images", name+".toml") }

@@ -1,0 +1,313 @@
+// Command imgbuild (bench/imgbuild) measures image builds with the real dnf and rpm against the
+// same packages installed by hand, in the same run, and prints the figures and their ratios as
+// Markdown (BENCHMARKS.md holds a run's output).
+//
+// There is no Rocky mirror here, so it copies the project's layers and images, builds a stand-in
+// repository for every package they name (internal/testrepo: small RPMs, the host's kernel) and
+// points every repository at it. Each run then measures, for one image:
+//
+//   - a full build from an empty cache (imgbuild lock, then imgbuild build);
+//   - a rebuild with nothing changed (every layer from the cache);
+//   - a rebuild after one layer's edit (a file added to it, locked again): that layer and the
+//     layers above it are built, the ones below come from the cache;
+//   - the baseline, what a hand-written script does: every package of the image installed with
+//     dnf --installroot in one transaction (its module streams enabled first), then plain
+//     mksquashfs of the tree. No layers, no cache, no normalization, no initramfs, no manifest:
+//     the least any build of the same packages does.
+//
+// It needs root (rpm installs files as their owners) and the packages of scripts/setup-debian.sh.
+//
+//	go run ./bench/imgbuild [--image compute] [--layer nfs] [--runs 3] [--out FILE]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/imgbuild"
+	"github.com/labcluster/gpucluster/internal/rpmcmd"
+	"github.com/labcluster/gpucluster/internal/spec"
+	"github.com/labcluster/gpucluster/internal/testrepo"
+)
+
+type options struct {
+	tree, image, layer string
+	runs               int
+	keep               bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.tree, "tree", ".", "the project tree whose layers/ and images/ are built")
+	flag.StringVar(&o.image, "image", "compute", "the image to build (images/<image>.toml)")
+	flag.StringVar(&o.layer, "layer", "nfs", "the layer the one-layer rebuild edits")
+	flag.IntVar(&o.runs, "runs", 3, "how many times to measure each figure (the report shows the median)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory instead of removing it")
+	out := flag.String("out", "", "also write the Markdown report to this file")
+	flag.Parse()
+	if err := checkEnv(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/imgbuild:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report, err := run(ctx, o)
+	if report != "" {
+		fmt.Print(report)
+		if *out != "" {
+			err = errors.Join(err, os.WriteFile(*out, []byte(report), 0o644))
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/imgbuild:", err)
+		os.Exit(1)
+	}
+}
+
+func checkEnv(o options) error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root: rpm installs the image's files as their owners")
+	}
+	if o.runs < 1 {
+		return fmt.Errorf("--runs %d: want 1 or more", o.runs)
+	}
+	for _, tool := range []string{"dnf", "rpm", "rpmbuild", "createrepo_c", "modifyrepo_c", "mksquashfs", "cpio"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found: run ./scripts/setup-debian.sh", tool)
+		}
+	}
+	for _, p := range []string{filepath.Join(o.tree, "images", o.image+".toml"), filepath.Join(o.tree, "layers", o.layer+".toml")} {
+		if _, err := os.Stat(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bench is one run's work directory: a copy of the tree and the stand-in site.
+type bench struct {
+	options
+	dir  string
+	site testrepo.Site
+	log  *logrus.Logger
+}
+
+func (b *bench) imagePath() string { return filepath.Join(b.dir, "images", b.image+".toml") }
+func (b *bench) layerPath() string { return filepath.Join(b.dir, "layers", b.layer+".toml") }
+
+func (b *bench) opts(cache, version string) imgbuild.Options {
+	return imgbuild.Options{SitePath: b.site.Path, OutDir: filepath.Join(b.dir, "out"), CacheDir: filepath.Join(b.dir, cache), Version: version, Log: b.log}
+}
+
+func run(ctx context.Context, o options) (string, error) {
+	// SOURCE_DATE_EPOCH as CI sets it: the builds are then reproducible, as they are there.
+	if err := os.Setenv("SOURCE_DATE_EPOCH", "1763683200"); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "bench-imgbuild-")
+	if err != nil {
+		return "", err
+	}
+	if o.keep {
+		progress("work directory kept: %s", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	b := &bench{options: o, dir: dir, log: logrus.New()}
+	b.log.SetLevel(logrus.WarnLevel)
+	if err := b.setup(ctx); err != nil {
+		return "", err
+	}
+	var runs []figures
+	for i := 1; i <= o.runs; i++ {
+		f, err := b.measure(ctx, i)
+		if err != nil {
+			return "", fmt.Errorf("run %d: %w", i, err)
+		}
+		runs = append(runs, f)
+	}
+	return report(o, b.site, runs), nil
+}
+
+// setup copies layers/ and images/ and builds the stand-in repository for the image.
+func (b *bench) setup(ctx context.Context) error {
+	for _, sub := range []string{"layers", "images"} {
+		if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(b.tree, sub), filepath.Join(b.dir, sub)).CombinedOutput(); err != nil {
+			return fmt.Errorf("copy %s: %v: %s", sub, err, out)
+		}
+	}
+	start := time.Now()
+	site, err := testrepo.StandInSite(ctx, b.dir, filepath.Join(b.dir, "layers"), b.imagePath())
+	if err != nil {
+		return err
+	}
+	b.site = site
+	progress("stand-in repository: %d packages in %s", site.Packages, since(start))
+	return nil
+}
+
+// figures are one run's measurements.
+type figures struct {
+	lock, full, fetch, pack  time.Duration // imgbuild lock; build from an empty cache, and two of its steps
+	unchanged                time.Duration // rebuild, nothing changed
+	relock, edited           time.Duration // lock and rebuild after the layer's edit
+	rebuilt, layers          int           // layers the edited rebuild built, of all
+	handInstall, handSquash  time.Duration // the baseline's two steps
+	imageBytes, handBytes    int64         // rootfs.squashfs sizes
+	imagePackages, handFiles int
+}
+
+func (b *bench) measure(ctx context.Context, i int) (figures, error) {
+	var f figures
+	cache := fmt.Sprintf("cache-%d", i)
+	var err error
+	if f.lock, err = b.lock(ctx); err != nil {
+		return f, err
+	}
+	full, err := b.build(ctx, cache, fmt.Sprintf("%d-full", i))
+	if err != nil {
+		return f, err
+	}
+	f.full, f.fetch, f.pack = full.Total, full.Fetch, full.Pack
+	if f.imageBytes, err = fileSize(filepath.Join(full.Dir, "rootfs.squashfs")); err != nil {
+		return f, err
+	}
+	same, err := b.build(ctx, cache, fmt.Sprintf("%d-unchanged", i))
+	if err != nil {
+		return f, err
+	}
+	if built := builtLayers(same); len(built) != 0 {
+		return f, fmt.Errorf("a rebuild with nothing changed built %s", strings.Join(built, ", "))
+	}
+	f.unchanged = same.Total
+	if err := editLayer(b.layerPath(), i); err != nil {
+		return f, err
+	}
+	if f.relock, err = b.lock(ctx); err != nil {
+		return f, err
+	}
+	edited, err := b.build(ctx, cache, fmt.Sprintf("%d-edited", i))
+	if err != nil {
+		return f, err
+	}
+	f.edited, f.rebuilt, f.layers = edited.Total, len(builtLayers(edited)), len(edited.Layers)
+	if len(builtLayers(edited)) == 0 || builtLayers(edited)[0] != b.layer {
+		return f, fmt.Errorf("after editing %s the rebuild built %v, want %s first", b.layer, builtLayers(edited), b.layer)
+	}
+	err = b.byHand(ctx, i, &f)
+	progress("run %d: full %s, unchanged %s, %s edited %s (%d of %d layers), by hand %s + %s",
+		i, since0(f.full), since0(f.unchanged), b.layer, since0(f.edited), f.rebuilt, f.layers, since0(f.handInstall), since0(f.handSquash))
+	return f, err
+}
+
+func (b *bench) lock(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	_, _, err := imgbuild.Lock(ctx, b.imagePath(), b.opts("cache-lock", ""))
+	return time.Since(start), err
+}
+
+func (b *bench) build(ctx context.Context, cache, version string) (*imgbuild.Report, error) {
+	return imgbuild.Build(ctx, b.imagePath(), b.opts(cache, version))
+}
+
+func builtLayers(r *imgbuild.Report) []string {
+	var built []string
+	for _, l := range r.Layers {
+		if !l.Cached {
+			built = append(built, l.Layer)
+		}
+	}
+	return built
+}
+
+// editLayer adds a file to the layer, as an admin's edit of a configuration file would.
+func editLayer(path string, i int) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "\n[[files]]\npath = \"/etc/bench-edit-%d\"\ncontent = \"edit %d\\n\"\n", i, i)
+	return errors.Join(err, f.Close())
+}
+
+// byHand installs the image's packages into an empty root with dnf in one transaction, then
+// packs the root with mksquashfs: the baseline.
+func (b *bench) byHand(ctx context.Context, i int, f *figures) error {
+	env, names, err := b.handEnv(filepath.Join(b.dir, fmt.Sprintf("hand-%d", i)))
+	if err != nil {
+		return err
+	}
+	f.imagePackages = len(names)
+	start := time.Now()
+	if err := env.EnableModules(ctx); err != nil {
+		return err
+	}
+	if _, err := env.DNF(ctx, append([]string{"install", "--setopt=install_weak_deps=False"}, names...)...); err != nil {
+		return err
+	}
+	f.handInstall = time.Since(start)
+	out := filepath.Join(filepath.Dir(env.Root), "rootfs.squashfs")
+	start = time.Now()
+	if msg, err := exec.CommandContext(ctx, "mksquashfs", env.Root, out, "-noappend", "-quiet").CombinedOutput(); err != nil {
+		return fmt.Errorf("mksquashfs: %v: %s", err, msg)
+	}
+	f.handSquash = time.Since(start)
+	f.handBytes, err = fileSize(out)
+	return err
+}
+
+// handEnv is dnf set up for the image's repositories (as the site file points them) and module
+// streams, on an empty root under dir, and the image's package names.
+func (b *bench) handEnv(dir string) (*rpmcmd.Env, []string, error) {
+	img, err := spec.LoadImage(b.imagePath())
+	if err != nil {
+		return nil, nil, err
+	}
+	site, err := spec.LoadSite(b.site.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := spec.Resolve(img, filepath.Join(b.dir, "layers"), site)
+	if err != nil {
+		return nil, nil, err
+	}
+	env := &rpmcmd.Env{Root: filepath.Join(dir, "root"), WorkDir: filepath.Join(dir, "work"), ReleaseVer: img.ReleaseVer, Arch: img.Arch, Log: b.log}
+	for _, r := range plan.Repos() {
+		env.Repos = append(env.Repos, rpmcmd.Repo{ID: r.ID, Name: r.Name, BaseURL: r.BaseURL, GPGKey: r.GPGKey, GPGCheck: r.GPGCheck})
+	}
+	for _, l := range plan.Layers {
+		env.Modules = append(env.Modules, l.Modules.Enable...)
+	}
+	slices.Sort(env.Modules)
+	env.Modules = slices.Compact(env.Modules)
+	return env, plan.PackageNames(), os.MkdirAll(env.Root, 0o755)
+}
+
+func fileSize(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench/imgbuild: "+format+"\n", args...)
+}
+
+func since(start time.Time) string { return since0(time.Since(start)) }
+func since0(d time.Duration) string {
+	return d.Round(10 * time.Millisecond).String()
+}

@@ -1,0 +1,62 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBenchmarksRun runs `make bench`'s two programs once each, small, so that a change which
+// breaks them fails here rather than on the next person to measure: the image build benchmark
+// with one run, and the boot storm with 10 machines and an 8 MiB root image. Their figures are
+// not checked (the machine is shared); that every step ran, every machine finished and the
+// report came out, is.
+func TestBenchmarksRun(t *testing.T) {
+	requirePrereqs(t, "go", "dnf", "rpmbuild", "createrepo_c", "mksquashfs", "dnsmasq", "nginx", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	t.Run("image builds", func(t *testing.T) {
+		out := runBench(ctx, t, "../bench/imgbuild", "--tree", "..", "--runs", "1")
+		for _, want := range []string{"| full build, empty cache", "| rebuild after editing layer nfs (1 of ", "| rootfs.squashfs |"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("report has no %q", want)
+			}
+		}
+	})
+	t.Run("boot storm", func(t *testing.T) {
+		bin := filepath.Join(t.TempDir(), "bootd")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/bootd").CombinedOutput(); err != nil {
+			t.Fatalf("build bootd: %v\n%s", err, out)
+		}
+		out := runBench(ctx, t, "../bench/bootstorm", "--bootd", bin, "--n", "10", "--rootfs-mib", "8")
+		for _, want := range []string{"#### N = 10", "| time until all N are done |", "| server peak RSS"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("report has no %q", want)
+			}
+		}
+		if strings.Contains(out, "Failed machines") {
+			t.Error("machines failed to boot in the storm (see the report)")
+		}
+	})
+}
+
+// runBench runs a benchmark program with go run and returns its report (standard output).
+func runBench(ctx context.Context, t *testing.T, pkg string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "go", append([]string{"run", pkg}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	t.Logf("%s took %s; its progress:\n%s", pkg, time.Since(start).Round(time.Second), stderr.String())
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", pkg, err, out)
+	}
+	t.Logf("report:\n%s", out)
+	return string(out)
+}

@@ -1,0 +1,93 @@
+package testrepo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/labcluster/gpucluster/internal/spec"
+)
+
+// moduleStreams are the packages each dnf module stream the project's layers enable holds
+// upstream: the stand-in repository offers the same streams.
+var moduleStreams = map[string][]string{"nvidia-driver:open-dkms": {"nvidia-open"}}
+
+// Site is a stand-in for every repository a tree's images name: one local repository holding a
+// stand-in for each package they install, and a site file that points each repository id there.
+type Site struct {
+	Repo     string // the repository directory
+	Path     string // the site file (imgbuild --site)
+	Packages int    // stand-ins built
+}
+
+// StandInSite builds, under dir, the repository and site file for the images (paths of image
+// TOMLs) of a tree whose layers are in layersDir: the real dnf and rpm then lock and build
+// them with no network.
+func StandInSite(ctx context.Context, dir, layersDir string, images ...string) (Site, error) {
+	names, repoIDs, streams, err := planned(layersDir, images)
+	if err != nil {
+		return Site{}, err
+	}
+	mods, err := modules(streams)
+	if err != nil {
+		return Site{}, err
+	}
+	kernel, err := HostKernel()
+	if err != nil {
+		return Site{}, err
+	}
+	s := Site{Repo: filepath.Join(dir, "repo"), Path: filepath.Join(dir, "site.toml"), Packages: len(names)}
+	pkgs := Standins(names, kernel)
+	if err := Build(ctx, s.Repo, pkgs); err != nil {
+		return Site{}, err
+	}
+	if err := AddModules(ctx, s.Repo, mods, pkgs); err != nil {
+		return Site{}, err
+	}
+	var site strings.Builder
+	for _, id := range repoIDs {
+		fmt.Fprintf(&site, "[repos.%s]\nbaseurl = \"file://%s\"\ngpgcheck = false\n\n", id, s.Repo)
+	}
+	return s, os.WriteFile(s.Path, []byte(site.String()), 0o644)
+}
+
+// planned returns every package name, repository id and module stream the images use.
+func planned(layersDir string, images []string) (names, repos, streams []string, err error) {
+	for _, path := range images {
+		im, err := spec.LoadImage(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		p, err := spec.Resolve(im, layersDir, nil)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		names = append(names, p.PackageNames()...)
+		for _, r := range p.Repos() {
+			repos = append(repos, r.ID)
+		}
+		for _, ly := range p.Layers {
+			streams = append(streams, ly.Modules.Enable...)
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(repos)
+	slices.Sort(streams)
+	return slices.Compact(names), slices.Compact(repos), slices.Compact(streams), nil
+}
+
+func modules(streams []string) ([]Module, error) {
+	var mods []Module
+	for _, s := range streams {
+		pkgs, ok := moduleStreams[s]
+		if !ok {
+			return nil, fmt.Errorf("a layer enables module stream %s, which the stand-in repository does not know: add its packages to testrepo's moduleStreams", s)
+		}
+		name, stream, _ := strings.Cut(s, ":")
+		mods = append(mods, Module{Name: name, Stream: stream, Packages: pkgs})
+	}
+	return mods, nil
+}
