@@ -47,4 +47,4 @@ func report(o options, site testrepo.Site, runs []figures) string {
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-func mib(n int64) float64             { return float64(n) / (1 << 20) }
+func mib(n int64) float64            { return float64(n) / (1 << 20) }
