@@ -8,10 +8,11 @@
 // lists. So a later layer can never change what an earlier one got (if it
 // needs another version, dnf fails and the error says so, rather than the
 // base layer silently changing); dnf downloads the whole transaction
-// (--downloadonly) and layer i gets the packages that are new. Each downloaded file's header gives its NEVRA, its
-// bytes the sha256, and dnf repoquery the repository and the location
-// relative to the repository's baseurl, so a site mirror with another
-// baseurl serves the same locations. dnf has checked signatures of
+// (--downloadonly) and layer i gets the packages that are new. Each
+// downloaded file's header gives its NEVRA and its bytes the sha256; one dnf
+// repoquery after the last layer gives every package's repository and its
+// location relative to the repository's baseurl, so a site mirror with
+// another baseurl serves the same locations. dnf has checked signatures of
 // gpgcheck repos by then: the lock pins what was verified.
 //
 // Fetch downloads baseurl + location for each locked package into

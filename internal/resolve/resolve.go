@@ -75,7 +75,7 @@ type resolver struct {
 	workDir string
 	log     logrus.FieldLogger
 	env     *rpmcmd.Env
-	known   map[string]Package // downloaded file's NEVRA -> locked package
+	known   map[string]Package // downloaded file's NEVRA -> locked package (repo and location: see locateAll)
 }
 
 func checkRequest(req Request) error {
@@ -125,6 +125,9 @@ func (r *resolver) lock(ctx context.Context) (*LockFile, error) {
 		l.Layers = append(l.Layers, LockLayer{Name: ly.Name, Digest: ly.Digest, Packages: newPackages(set, prev)})
 		r.log.WithFields(logrus.Fields{"layer": ly.Name, "packages": len(set) - len(prev)}).Info("locked layer")
 		prev = set
+	}
+	if err := r.locateAll(ctx, l.Layers); err != nil {
+		return nil, err
 	}
 	for _, rp := range r.env.Repos {
 		l.Repos = append(l.Repos, LockRepo{ID: rp.ID, BaseURL: rp.BaseURL})
@@ -265,8 +268,9 @@ func (r *resolver) layerOf(i int, pkg string) string {
 	return r.req.Layers[i].Name
 }
 
-// readDownloads identifies each downloaded RPM: NEVRA from its header,
-// sha256 of its bytes, repo and location from dnf.
+// readDownloads identifies each downloaded RPM: NEVRA from its header and
+// sha256 of its bytes, hashed once per NEVRA over all layers. Its repo and
+// location come later, for all layers at once (locateAll).
 func (r *resolver) readDownloads(ctx context.Context, dir string) (map[string]Package, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.rpm"))
 	if err != nil {
@@ -278,7 +282,6 @@ func (r *resolver) readDownloads(ctx context.Context, dir string) (map[string]Pa
 		return nil, err
 	}
 	set := map[string]Package{}
-	var unknown []string
 	for k, h := range hs {
 		if p, ok := r.known[h.NEVRA()]; ok {
 			set[h.NEVRA()] = p
@@ -288,19 +291,40 @@ func (r *resolver) readDownloads(ctx context.Context, dir string) (map[string]Pa
 		if err != nil {
 			return nil, err
 		}
-		set[h.NEVRA()] = Package{Name: h.Name, Epoch: h.Epoch, Version: h.Version, Release: h.Release, Arch: h.Arch, SHA256: sum}
-		unknown = append(unknown, h.NEVRA())
-	}
-	if err := r.locate(ctx, set, unknown); err != nil {
-		return nil, err
+		p := Package{Name: h.Name, Epoch: h.Epoch, Version: h.Version, Release: h.Release, Arch: h.Arch, SHA256: sum}
+		set[h.NEVRA()], r.known[h.NEVRA()] = p, p
 	}
 	return set, nil
 }
 
-// locate fills repo and location for the given NEVRAs with one repoquery.
-// When two repos carry the same NEVRA, the first repo in layer order wins;
-// the locked sha256 still decides at fetch time.
-func (r *resolver) locate(ctx context.Context, set map[string]Package, nevras []string) error {
+// locateAll fills in every locked package's repo and location with one
+// repoquery after the last layer, rather than one per layer: each dnf run
+// loads the repositories' metadata first, which for Rocky, EPEL and CUDA
+// takes seconds.
+func (r *resolver) locateAll(ctx context.Context, layers []LockLayer) error {
+	nevras := make([]string, 0, len(r.known))
+	for n := range r.known {
+		nevras = append(nevras, n)
+	}
+	sort.Strings(nevras)
+	if err := r.locate(ctx, nevras); err != nil {
+		return err
+	}
+	for _, l := range layers {
+		for k, p := range l.Packages {
+			l.Packages[k] = r.known[p.NEVRA()]
+		}
+	}
+	return nil
+}
+
+// locate fills repo and location in r.known for the given NEVRAs with one
+// repoquery. When two repos carry the same NEVRA, the first repo in layer
+// order wins; the locked sha256 still decides at fetch time. Run after the
+// last layer, it sees every layer's repos and module streams: a stream that
+// hid a package an earlier layer locked would already have failed the next
+// layer's install of the pinned NEVRAs.
+func (r *resolver) locate(ctx context.Context, nevras []string) error {
 	if len(nevras) == 0 {
 		return nil
 	}
@@ -332,9 +356,8 @@ func (r *resolver) locate(ctx context.Context, set map[string]Package, nevras []
 		if !ok {
 			return fmt.Errorf("locate %s: dnf downloaded it but repoquery does not find it", n)
 		}
-		p := set[n]
+		p := r.known[n]
 		p.Repo, p.Location = loc[0], loc[1]
-		set[n] = p
 		r.known[n] = p
 	}
 	return nil
