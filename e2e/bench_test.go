@@ -34,7 +34,7 @@ func TestBenchmarksRun(t *testing.T) {
 			t.Fatalf("build bootd: %v\n%s", err, out)
 		}
 		out := runBench(ctx, t, "../bench/bootstorm", "--bootd", bin, "--n", "10", "--rootfs-mib", "8")
-		for _, want := range []string{"#### N = 10", "| time until all N are done |", "| server peak RSS"} {
+		for _, want := range []string{"### N = 10", "| time until all N are done |", "| server peak RSS"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("report has no %q", want)
 			}
