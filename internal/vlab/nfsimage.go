@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 
@@ -34,52 +34,47 @@ import (
 // modules.dep, so crc32c_generic is listed too.
 var nfsModules = []string{"nfsd", "nfsv4", "nfsv3", "veth", "bridge", "crc32c_generic", "ext4", "virtio_blk", "virtio_pci", "overlay"}
 
-// nfsPrograms maps image paths to the host programs copied there with their libraries: at the
-// paths Debian has them, mount.nfs under /sbin, where mount(8) looks for helpers. Scripts call
-// ip and mount by full path (busybox's shell prefers its own applets of the same names). bash
-// runs the base layer's bootd-node as Rocky's /bin/sh does, so the programs it calls come from
-// PATH: util-linux blkid and mount, then busybox's applets (mkdir, chown, sed...).
-var nfsPrograms = map[string]string{
-	"/usr/bin/bash":        "/usr/bin/bash",
-	"/usr/sbin/blkid":      "/usr/sbin/blkid",
-	"/usr/sbin/rpc.nfsd":   "/usr/sbin/rpc.nfsd",
-	"/usr/sbin/rpc.mountd": "/usr/sbin/rpc.mountd",
-	"/usr/sbin/exportfs":   "/usr/sbin/exportfs",
-	"/usr/sbin/rpcbind":    "/usr/sbin/rpcbind",
-	"/sbin/mount.nfs":      "/sbin/mount.nfs",
-	"/usr/bin/mount":       "/usr/bin/mount",
-	"/usr/sbin/ip":         "/usr/sbin/ip",
+// hostFile is a file the NFS image copies from the host, to the same path, and the Debian
+// package that installs it (named in the error when it is missing).
+type hostFile struct{ path, pkg string }
+
+// nfsPrograms are the host programs the image carries with their libraries, at the paths Debian
+// has them: mount.nfs under /sbin, where mount(8) looks for helpers. Scripts call ip and mount
+// by full path (busybox's shell prefers its own applets of the same names). bash runs the base
+// layer's bootd-node as Rocky's /bin/sh does, so the programs it calls come from PATH:
+// util-linux blkid and mount, then busybox's applets (mkdir, chown, sed...).
+var nfsPrograms = []hostFile{
+	{"/usr/bin/bash", "bash"},
+	{"/usr/sbin/blkid", "util-linux"},
+	{"/usr/sbin/rpc.nfsd", "nfs-kernel-server"},
+	{"/usr/sbin/rpc.mountd", "nfs-kernel-server"},
+	{"/usr/sbin/exportfs", "nfs-kernel-server"},
+	{"/usr/sbin/rpcbind", "rpcbind"},
+	{"/sbin/mount.nfs", "nfs-common"},
+	{"/usr/bin/mount", "mount"},
+	{"/usr/sbin/ip", "iproute2"},
 }
 
 // nfsHostEtc are host files the NFS userland reads: libtirpc's transports (rpcbind and mountd
 // fail without /etc/netconfig), RPC program names, services and protocols.
-var nfsHostEtc = []string{"/etc/netconfig", "/etc/rpc", "/etc/services", "/etc/protocols"}
-
-// nfsHostPackages is the Debian package of each host file the NFS image is built from (the
-// programs, nfsHostEtc, busybox), for the error when one is missing.
-var nfsHostPackages = map[string]string{
-	"/usr/bin/bash": "bash", "/usr/sbin/blkid": "util-linux", "/usr/bin/mount": "mount", "/usr/sbin/ip": "iproute2",
-	"/usr/sbin/rpc.nfsd": "nfs-kernel-server", "/usr/sbin/rpc.mountd": "nfs-kernel-server", "/usr/sbin/exportfs": "nfs-kernel-server",
-	"/usr/sbin/rpcbind": "rpcbind", "/sbin/mount.nfs": "nfs-common", "/etc/netconfig": "libtirpc-common",
-	"/etc/rpc": "netbase", "/etc/services": "netbase", "/etc/protocols": "netbase", busyboxPath: "busybox-static",
+var nfsHostEtc = []hostFile{
+	{"/etc/netconfig", "libtirpc-common"},
+	{"/etc/rpc", "netbase"},
+	{"/etc/services", "netbase"},
+	{"/etc/protocols", "netbase"},
 }
 
-// nfsHostFiles lists every host file the NFS image copies, sorted.
-func nfsHostFiles() []string {
-	files := append([]string{busyboxPath}, nfsHostEtc...)
-	for _, host := range nfsPrograms {
-		files = append(files, host)
-	}
-	slices.Sort(files)
-	return files
+// nfsHostFiles lists every host file the NFS image copies: busybox, the programs and nfsHostEtc.
+func nfsHostFiles() []hostFile {
+	return slices.Concat([]hostFile{{busyboxPath, "busybox-static"}}, nfsPrograms, nfsHostEtc)
 }
 
 // checkNFSHost fails, naming the Debian packages, when a host file the NFS image copies is missing.
 func checkNFSHost() error {
 	var missing []string
 	for _, f := range nfsHostFiles() {
-		if _, err := os.Stat(f); err != nil {
-			missing = append(missing, fmt.Sprintf("%s (apt-get install %s)", f, nfsHostPackages[f]))
+		if _, err := os.Stat(f.path); err != nil {
+			missing = append(missing, fmt.Sprintf("%s (apt-get install %s)", f.path, f.pkg))
 		}
 	}
 	if len(missing) > 0 {
@@ -158,12 +153,12 @@ func nfsEntries(release string, img NFSImage) ([]cpioEntry, error) {
 		return nil, err
 	}
 	entries = append(entries, progs...)
-	for _, p := range nfsHostEtc {
-		data, err := os.ReadFile(p)
+	for _, f := range nfsHostEtc {
+		data, err := os.ReadFile(f.path)
 		if err != nil {
 			return nil, err
 		}
-		entries = append(entries, cpioEntry{Name: strings.TrimPrefix(p, "/"), Mode: modeFile | 0o644, Data: data})
+		entries = append(entries, cpioEntry{Name: strings.TrimPrefix(f.path, "/"), Mode: modeFile | 0o644, Data: data})
 	}
 	files := append([]NFSFile(nil), img.Files...)
 	for _, n := range img.Nodes {
@@ -253,30 +248,26 @@ func addFiles(entries []cpioEntry, files []NFSFile) ([]cpioEntry, error) {
 	return entries, nil
 }
 
-// programEntries copies host programs to their image paths, with every shared library ldd
-// finds (at the path ldd names, where the image's loader looks without an ld.so.cache) and the
-// loader itself.
-func programEntries(progs map[string]string) ([]cpioEntry, error) {
-	files := map[string]string{} // image path -> host path
-	for img, host := range progs {
-		files[img] = host
-		libs, err := ldd.Needs(host)
+// programEntries copies host programs to the same paths in the image, with every shared library
+// ldd finds (at the path ldd names, where the image's loader looks without an ld.so.cache) and
+// the loader itself.
+func programEntries(progs []hostFile) ([]cpioEntry, error) {
+	files := map[string]bool{}
+	for _, p := range progs {
+		files[p.path] = true
+		libs, err := ldd.Needs(p.path)
 		if err != nil {
 			return nil, err
 		}
 		for _, lib := range libs {
-			files[lib] = lib
+			files[lib] = true
 		}
 	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(files))
 	var entries []cpioEntry
 	for _, img := range names {
 		// The file's content, not a symlink chain that would need its targets too.
-		real, err := filepath.EvalSymlinks(files[img])
+		real, err := filepath.EvalSymlinks(img)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package vlab
 
 import (
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,11 +81,42 @@ func TestNFSQemuArgs(t *testing.T) {
 // something to install.
 func TestNFSHostFilesHavePackages(t *testing.T) {
 	for _, f := range nfsHostFiles() {
-		if nfsHostPackages[f] == "" {
-			t.Errorf("%s has no Debian package in nfsHostPackages", f)
+		if f.pkg == "" {
+			t.Errorf("%s names no Debian package", f.path)
 		}
 	}
 	if err := checkNFSHost(); err != nil {
 		t.Fatal(err) // the build machines have them all (scripts/setup-debian.sh)
+	}
+}
+
+// programEntries carries a program with the libraries and loader it needs, each once, in order.
+func TestProgramEntries(t *testing.T) {
+	entries, err := programEntries([]hostFile{{"/usr/bin/bash", "bash"}, {"/usr/sbin/ip", "iproute2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name)
+		if e.Mode != modeFile|0o755 || len(e.Data) == 0 {
+			t.Errorf("%s: mode %o, %d bytes", e.Name, e.Mode, len(e.Data))
+		}
+	}
+	if !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != len(names) {
+		t.Errorf("entries not sorted or not unique: %v", names)
+	}
+	for _, want := range []string{"usr/bin/bash", "usr/sbin/ip"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s missing from %v", want, names)
+		}
+	}
+	var libc, loader bool
+	for _, n := range names {
+		libc = libc || strings.Contains(n, "/libc.so")
+		loader = loader || strings.Contains(n, "/ld-linux")
+	}
+	if !libc || !loader {
+		t.Errorf("no libc or no loader among %v", names)
 	}
 }
