@@ -300,7 +300,7 @@ func (s *labFileServer) count(path string) int {
 func serveLab(ctx context.Context, t *testing.T, lab *vlab.Lab, addr, dir string) *labFileServer {
 	t.Helper()
 	var ln net.Listener
-	if err := inNetns(lab.Name, func() error {
+	if err := vlab.InNetns(lab.Name, func() error {
 		var err error
 		ln, err = net.Listen("tcp", addr)
 		return err

@@ -680,7 +680,7 @@ func hostileTFTP(ctx context.Context, t *testing.T, lab *vlab.Lab, b *vlab.Bootd
 	}
 	// Raw requests: an RRQ with a 60 KiB name, one without terminators, a write request, junk.
 	var conn *net.UDPConn
-	if err := inNetns(seg.host.Name, func() error {
+	if err := vlab.InNetns(seg.host.Name, func() error {
 		var err error
 		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: seg.ip.AsSlice()})
 		return err

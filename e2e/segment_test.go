@@ -11,8 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,39 +22,6 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/vlab"
 )
-
-// inNetns runs fn on an OS thread that has joined network namespace ns (a name under
-// /var/run/netns). Sockets fn creates belong to ns and keep working from any goroutine after.
-func inNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open("/var/run/netns/" + ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		err = fn()
-		// Only a thread back in its own namespace goes back to the pool; otherwise it dies with
-		// this goroutine (LockOSThread without Unlock).
-		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
 
 // segClient is a test machine on the lab segment with a static address outside the pool. From
 // it the tests speak DHCP with any client MAC (chaddr), like many PCs would, and HTTP from any
@@ -91,7 +56,7 @@ func newSegClient(ctx context.Context, t *testing.T, lab *vlab.Lab, name, mac st
 		err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1) })
 		return errors.Join(err, serr)
 	}}
-	err = inNetns(h.Name, func() error {
+	err = vlab.InNetns(h.Name, func() error {
 		pc, err := lc.ListenPacket(ctx, "udp4", netip.AddrPortFrom(c.ip, dhcpv4.ClientPort).String())
 		if err == nil {
 			c.conn = pc.(*net.UDPConn)
@@ -224,7 +189,7 @@ func (c *segClient) dial(ctx context.Context, from netip.Addr, port int) (net.Co
 		from = c.ip
 	}
 	var conn net.Conn
-	err := inNetns(c.host.Name, func() error {
+	err := vlab.InNetns(c.host.Name, func() error {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: from.AsSlice()}, Timeout: 5 * time.Second}
 		var err error
 		conn, err = d.DialContext(ctx, "tcp4", netip.AddrPortFrom(c.server, uint16(port)).String())

@@ -16,6 +16,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/insomniacslk/dhcp/iana"
+	"github.com/labcluster/gpucluster/internal/vlab"
 	"github.com/pin/tftp/v3"
 )
 
@@ -59,7 +60,7 @@ type clientResult struct {
 // client is one simulated PXE machine: its own namespace, whose eth0 (with its own MAC) is cabled
 // to the lab's bridge.
 type client struct {
-	ns     *netns
+	ns     *vlab.Netns
 	mac    net.HardwareAddr
 	verify bool // hash every file (client 0 only: proves the bytes, costs little)
 
@@ -69,7 +70,7 @@ type client struct {
 // prepare opens the client's raw DHCP socket inside its namespace, before the storm starts, so
 // that socket setup is not part of any figure.
 func (c *client) prepare() error {
-	return c.ns.do(func() error {
+	return c.ns.Do(func() error {
 		conn, err := dhcpConn("eth0", c.mac)
 		if err != nil {
 			return err
@@ -117,7 +118,7 @@ func (c *client) run(ctx context.Context, spec clientSpec) (r clientResult) {
 		r.Err = errors.New("dhcp: ACK without a netmask")
 		return r
 	}
-	if err := c.ns.setAddr("eth0", ip, mask); err != nil {
+	if err := setAddr(c.ns, "eth0", ip, mask); err != nil {
 		r.Err = err
 		return r
 	}
@@ -203,7 +204,7 @@ func (c *client) tftpGet(server, file, sha string) (int64, error) {
 	tc.RequestTSize(true)
 	var wt io.WriterTo
 	// Receive opens the client's UDP socket: inside the namespace.
-	if err := c.ns.do(func() error {
+	if err := c.ns.Do(func() error {
 		var err error
 		wt, err = tc.Receive(file, "octet")
 		return err
@@ -224,7 +225,7 @@ func (c *client) tftpGet(server, file, sha string) (int64, error) {
 // dial opens the HTTP connection from inside the client's namespace.
 func (c *client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var conn net.Conn
-	err := c.ns.do(func() error {
+	err := c.ns.Do(func() error {
 		var err error
 		conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 		return err

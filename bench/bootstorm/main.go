@@ -140,9 +140,6 @@ const (
 )
 
 func run(ctx context.Context, o options) (report string, err error) {
-	if err := openHostNetns(); err != nil {
-		return "", err
-	}
 	// Under /var/tmp: a disk, as /var/lib/bootd is on an appliance (bootd fsyncs its inventory).
 	work, err := os.MkdirTemp("/var/tmp", "bootstorm-")
 	if err != nil {
@@ -300,7 +297,7 @@ func addClients(ctx context.Context, lab *vlab.Lab, n int) ([]*client, error) {
 		if err != nil {
 			return out, err
 		}
-		ns, err := openNetns(h.Name)
+		ns, err := vlab.OpenNetns(h.Name)
 		if err != nil {
 			return out, err
 		}
@@ -384,8 +381,8 @@ func cable(ctx context.Context, clients []*client, up, n int) error {
 		state, change = "down", clients[n:up]
 	}
 	for _, c := range change {
-		if out, err := exec.CommandContext(ctx, "ip", "-n", c.ns.name, "link", "set", "eth0", state).CombinedOutput(); err != nil {
-			return fmt.Errorf("link eth0 %s in %s: %w: %s", state, c.ns.name, err, out)
+		if out, err := exec.CommandContext(ctx, "ip", "-n", c.ns.Name, "link", "set", "eth0", state).CombinedOutput(); err != nil {
+			return fmt.Errorf("link eth0 %s in %s: %w: %s", state, c.ns.Name, err, out)
 		}
 	}
 	return nil
@@ -395,8 +392,8 @@ func cable(ctx context.Context, clients []*client, up, n int) error {
 // on the bridge side.
 func resetClients(ctx context.Context, lab *vlab.Lab, clients []*client) error {
 	for _, c := range clients {
-		if out, err := exec.CommandContext(ctx, "ip", "-n", c.ns.name, "addr", "flush", "dev", "eth0").CombinedOutput(); err != nil {
-			return fmt.Errorf("flush %s: %w: %s", c.ns.name, err, out)
+		if out, err := exec.CommandContext(ctx, "ip", "-n", c.ns.Name, "addr", "flush", "dev", "eth0").CombinedOutput(); err != nil {
+			return fmt.Errorf("flush %s: %w: %s", c.ns.Name, err, out)
 		}
 	}
 	if out, err := lab.Command(ctx, "ip", "neigh", "flush", "all").CombinedOutput(); err != nil {

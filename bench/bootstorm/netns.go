@@ -1,72 +1,23 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/labcluster/gpucluster/internal/vlab"
 )
 
-// hostNetns is the benchmark's own network namespace, opened once at start: every inNetns call
-// returns its thread here.
-var hostNetns *os.File
-
-func openHostNetns() error {
-	f, err := os.Open("/proc/self/ns/net")
-	if err != nil {
-		return fmt.Errorf("open own network namespace: %w", err)
-	}
-	hostNetns = f
-	return nil
-}
-
-// netns is an open handle on a named network namespace (/run/netns/NAME).
-type netns struct {
-	name string
-	f    *os.File
-}
-
-func openNetns(name string) (*netns, error) {
-	f, err := os.Open("/run/netns/" + name)
-	if err != nil {
-		return nil, fmt.Errorf("open namespace %s: %w", name, err)
-	}
-	return &netns{name: name, f: f}, nil
-}
-
-func (n *netns) Close() error { return n.f.Close() }
-
-// do runs f on an OS thread switched into the namespace. Sockets f creates belong to that
-// namespace for their whole life, whichever thread uses them later, so only socket creation has
-// to happen inside f; f must not hand socket creation to other goroutines. If the thread cannot
-// be switched back it stays locked, and Go ends it when the goroutine exits.
-func (n *netns) do(f func() error) error {
-	runtime.LockOSThread()
-	if err := unix.Setns(int(n.f.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter namespace %s: %w", n.name, err)
-	}
-	ferr := f()
-	if err := unix.Setns(int(hostNetns.Fd()), unix.CLONE_NEWNET); err != nil {
-		// Leave the thread locked: it must never run another goroutine.
-		return errors.Join(ferr, fmt.Errorf("leave namespace %s: %w", n.name, err))
-	}
-	runtime.UnlockOSThread()
-	return ferr
-}
-
-// setAddr gives ifname in the namespace the address and netmask a DHCP ACK carried, the way a
+// setAddr gives ifname in namespace n the address and netmask a DHCP ACK carried, the way a
 // PXE ROM's own stack takes its lease (ioctls rather than an `ip` process per client, so the
 // clients' own overhead stays small next to the servers').
-func (n *netns) setAddr(ifname string, addr netip.Addr, mask net.IPMask) error {
-	return n.do(func() error {
+func setAddr(n *vlab.Netns, ifname string, addr netip.Addr, mask net.IPMask) error {
+	return n.Do(func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return err

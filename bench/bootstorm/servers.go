@@ -120,14 +120,14 @@ func (s *baselineServer) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	labNS, err := openNetns(s.lab.Name)
+	labNS, err := vlab.OpenNetns(s.lab.Name)
 	if err != nil {
 		return err
 	}
 	defer labNS.Close()
 	addr := net.JoinHostPort(s.lab.Addr.Addr().String(), "80")
 	if err := waitFor(ctx, 10*time.Second, s.nginx, func() bool {
-		return labNS.do(func() error {
+		return labNS.Do(func() error {
 			c, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
 				c.Close()
