@@ -320,16 +320,22 @@ func (r *resolver) locateAll(ctx context.Context, layers []LockLayer) error {
 
 // locate fills repo and location in r.known for the given NEVRAs with one
 // repoquery. When two repos carry the same NEVRA, the first repo in layer
-// order wins; the locked sha256 still decides at fetch time. Run after the
-// last layer, it sees every layer's repos and module streams: a stream that
-// hid a package an earlier layer locked would already have failed the next
-// layer's install of the pinned NEVRAs.
+// order wins; the locked sha256 still decides at fetch time. Modular
+// filtering is off for the query (module_hotfixes on every repo): it runs
+// after the last layer, and a stream that a later layer enabled without
+// installing anything would otherwise hide a package an earlier layer locked.
+// The query names exact NEVRAs that dnf already chose, so filtering has
+// nothing left to decide.
 func (r *resolver) locate(ctx context.Context, nevras []string) error {
 	if len(nevras) == 0 {
 		return nil
 	}
 	qf := "%{name}\t%{epoch}\t%{version}\t%{release}\t%{arch}\t%{repoid}\t%{location}"
-	args := append([]string{"repoquery", "--quiet", "--qf", qf, "--"}, nevras...)
+	args := []string{"repoquery", "--quiet", "--qf", qf}
+	for _, rp := range r.env.Repos {
+		args = append(args, "--setopt="+rp.ID+".module_hotfixes=true")
+	}
+	args = append(append(args, "--"), nevras...)
 	out, err := r.env.DNF(ctx, args...)
 	if err != nil {
 		return fmt.Errorf("locate packages: %w", err)

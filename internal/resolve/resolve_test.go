@@ -305,3 +305,37 @@ func TestLockPinsEarlierLayers(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestLockStreamEnabledLast: a last layer that only enables a module stream holding another
+// version of a package an earlier layer locked must not hide the locked one from the lookup of
+// its repository and location (modular filtering would: the lookup runs after the last layer).
+func TestLockStreamEnabledLast(t *testing.T) {
+	testrepo.NeedTools(t, "dnf", "modifyrepo_c")
+	ctx := testrepo.Context(t)
+	repo, extra := t.TempDir(), t.TempDir()
+	if err := testrepo.Build(ctx, repo, []testrepo.Package{{Name: "c", Version: "1.0", Files: map[string]string{"/usr/share/c/hello": "c 1\n"}}}); err != nil {
+		t.Fatal(err)
+	}
+	modular := []testrepo.Package{{Name: "c", Version: "2.0", Files: map[string]string{"/usr/share/c/hello": "c 2\n"}}}
+	if err := testrepo.Build(ctx, extra, modular); err != nil {
+		t.Fatal(err)
+	}
+	if err := testrepo.AddModules(ctx, extra, []testrepo.Module{{Name: "cmod", Stream: "s", Packages: []string{"c"}}}, modular); err != nil {
+		t.Fatal(err)
+	}
+	req := request(repo)
+	req.Layers[0].Packages = []string{"c"}
+	req.Layers[1].Repos = []rpmcmd.Repo{{ID: "extra", BaseURL: "file://" + extra}}
+	req.Layers[1].Modules = []string{"cmod:s"}
+	l, err := resolve.Lock(ctx, req, t.TempDir(), testrepo.QuietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Layers[0].Packages) != 1 || len(l.Layers[1].Packages) != 0 {
+		t.Fatalf("layers: [%s] [%s], want [c] []", names(l.Layers[0].Packages), names(l.Layers[1].Packages))
+	}
+	c := l.Layers[0].Packages[0]
+	if c.NEVRA() != "c-0:1.0-1.el9.noarch" || c.Repo != "baseos" || c.Location != "Packages/c/c-1.0-1.el9.noarch.rpm" {
+		t.Errorf("base layer's c: %s from %q at %q, want c-1.0 from baseos at Packages/c/c-1.0-1.el9.noarch.rpm", c.NEVRA(), c.Repo, c.Location)
+	}
+}
