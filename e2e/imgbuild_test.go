@@ -44,7 +44,7 @@ func newImgLab(ctx context.Context, t *testing.T) *imgLab {
 		t.Fatal(err)
 	}
 	l.repo, l.site = site.Repo, site.Path
-	t.Logf("stand-in repository: %d packages named by the layers, built in %s", site.Packages, time.Since(start).Round(time.Second))
+	t.Logf("stand-in repository: %d packages for the %d the layers name, built in %s", site.Packages, site.Named, time.Since(start).Round(time.Second))
 	return l
 }
 

@@ -11,9 +11,11 @@
 //   - a rebuild after one layer's edit (a file added to it, locked again): that layer and the
 //     layers above it are built, the ones below come from the cache;
 //   - the baseline, what a hand-written script does: every package of the image installed with
-//     dnf --installroot in one transaction (its module streams enabled first), then plain
-//     mksquashfs of the tree. No layers, no cache, no normalization, no initramfs, no manifest:
-//     the least any build of the same packages does.
+//     dnf --installroot in one transaction (its module streams enabled first), then mksquashfs
+//     of the tree, once with its defaults (gzip) and once with the compressor imgbuild packs with
+//     (zstd at pack.DefaultZstdLevel), so that the comparison does not rest on the compressor.
+//     No layers, no cache, no normalization, no initramfs, no manifest: the least any build of
+//     the same packages does.
 //
 // It needs root (rpm installs files as their owners) and the packages of scripts/setup-debian.sh.
 //
@@ -30,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +40,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/imgbuild"
+	"github.com/labcluster/gpucluster/internal/pack"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/spec"
 	"github.com/labcluster/gpucluster/internal/testrepo"
@@ -160,13 +164,13 @@ func (b *bench) setup(ctx context.Context) error {
 
 // figures are one run's measurements.
 type figures struct {
-	lock, full, fetch, pack  time.Duration // imgbuild lock; build from an empty cache, and two of its steps
-	unchanged                time.Duration // rebuild, nothing changed
-	relock, edited           time.Duration // lock and rebuild after the layer's edit
-	rebuilt, layers          int           // layers the edited rebuild built, of all
-	handInstall, handSquash  time.Duration // the baseline's two steps
-	imageBytes, handBytes    int64         // rootfs.squashfs sizes
-	imagePackages, handFiles int
+	lock, full, fetch, install, pack time.Duration // imgbuild lock; build from an empty cache, and three of its steps
+	unchanged                        time.Duration // rebuild, nothing changed
+	relock, edited                   time.Duration // lock and rebuild after the layer's edit
+	rebuilt, layers                  int           // layers the edited rebuild built, of all
+	handInstall                      time.Duration // the baseline's dnf transaction
+	handGzip, handZstd               time.Duration // the baseline's mksquashfs: defaults, and imgbuild's compressor
+	imageBytes, gzipBytes, zstdBytes int64         // rootfs.squashfs sizes
 }
 
 func (b *bench) measure(ctx context.Context, i int) (figures, error) {
@@ -181,6 +185,9 @@ func (b *bench) measure(ctx context.Context, i int) (figures, error) {
 		return f, err
 	}
 	f.full, f.fetch, f.pack = full.Total, full.Fetch, full.Pack
+	for _, l := range full.Layers {
+		f.install += l.Duration
+	}
 	if f.imageBytes, err = fileSize(filepath.Join(full.Dir, "rootfs.squashfs")); err != nil {
 		return f, err
 	}
@@ -207,8 +214,8 @@ func (b *bench) measure(ctx context.Context, i int) (figures, error) {
 		return f, fmt.Errorf("after editing %s the rebuild built %v, want %s first", b.layer, builtLayers(edited), b.layer)
 	}
 	err = b.byHand(ctx, i, &f)
-	progress("run %d: full %s, unchanged %s, %s edited %s (%d of %d layers), by hand %s + %s",
-		i, since0(f.full), since0(f.unchanged), b.layer, since0(f.edited), f.rebuilt, f.layers, since0(f.handInstall), since0(f.handSquash))
+	progress("run %d: full %s, unchanged %s, %s edited %s (%d of %d layers), by hand %s + %s (gzip) or %s (zstd)",
+		i, since0(f.full), since0(f.unchanged), b.layer, since0(f.edited), f.rebuilt, f.layers, since0(f.handInstall), since0(f.handGzip), since0(f.handZstd))
 	return f, err
 }
 
@@ -243,29 +250,38 @@ func editLayer(path string, i int) error {
 }
 
 // byHand installs the image's packages into an empty root with dnf in one transaction, then
-// packs the root with mksquashfs: the baseline.
+// packs the root with mksquashfs twice: with its defaults, and with imgbuild's compressor.
 func (b *bench) byHand(ctx context.Context, i int, f *figures) error {
 	env, names, err := b.handEnv(filepath.Join(b.dir, fmt.Sprintf("hand-%d", i)))
 	if err != nil {
 		return err
 	}
-	f.imagePackages = len(names)
 	start := time.Now()
 	if err := env.EnableModules(ctx); err != nil {
 		return err
 	}
-	if _, err := env.DNF(ctx, append([]string{"install", "--setopt=install_weak_deps=False"}, names...)...); err != nil {
+	if _, err := env.DNF(ctx, append([]string{"install"}, names...)...); err != nil {
 		return err
 	}
 	f.handInstall = time.Since(start)
-	out := filepath.Join(filepath.Dir(env.Root), "rootfs.squashfs")
-	start = time.Now()
-	if msg, err := exec.CommandContext(ctx, "mksquashfs", env.Root, out, "-noappend", "-quiet").CombinedOutput(); err != nil {
-		return fmt.Errorf("mksquashfs: %v: %s", err, msg)
+	dir := filepath.Dir(env.Root)
+	if f.handGzip, f.gzipBytes, err = squash(ctx, env.Root, filepath.Join(dir, "gzip.squashfs")); err != nil {
+		return err
 	}
-	f.handSquash = time.Since(start)
-	f.handBytes, err = fileSize(out)
+	f.handZstd, f.zstdBytes, err = squash(ctx, env.Root, filepath.Join(dir, "zstd.squashfs"), "-comp", "zstd", "-Xcompression-level", strconv.Itoa(pack.DefaultZstdLevel))
 	return err
+}
+
+// squash runs mksquashfs on tree, as a script would, and returns its time and the file's size.
+func squash(ctx context.Context, tree, out string, opts ...string) (time.Duration, int64, error) {
+	start := time.Now()
+	args := append([]string{tree, out, "-noappend", "-quiet"}, opts...)
+	if msg, err := exec.CommandContext(ctx, "mksquashfs", args...).CombinedOutput(); err != nil {
+		return 0, 0, fmt.Errorf("mksquashfs %s: %v: %s", strings.Join(opts, " "), err, msg)
+	}
+	took := time.Since(start)
+	size, err := fileSize(out)
+	return took, size, err
 }
 
 // handEnv is dnf set up for the image's repositories (as the site file points them) and module

@@ -1,47 +1,57 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/pack"
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
-// report prints the median of each figure over the runs, with imgbuild / by-hand ratios (below
-// 1: imgbuild takes less time).
-func report(o options, site testrepo.Site, runs []figures) string {
-	med := func(get func(figures) time.Duration) time.Duration {
-		var ds []time.Duration
-		for _, f := range runs {
-			ds = append(ds, get(f))
-		}
-		slices.Sort(ds)
-		return ds[len(ds)/2]
+// median is the middle value of get over the runs (the lower of the two middle ones for an even
+// count: a figure that some run measured, not a mean of two).
+func median[T cmp.Ordered](runs []figures, get func(figures) T) T {
+	vs := make([]T, 0, len(runs))
+	for _, f := range runs {
+		vs = append(vs, get(f))
 	}
-	f := runs[0]
-	hand := med(func(f figures) time.Duration { return f.handInstall + f.handSquash })
-	full := med(func(f figures) time.Duration { return f.full })
+	slices.Sort(vs)
+	return vs[(len(vs)-1)/2]
+}
+
+// report prints the median of each figure over the runs, with imgbuild / by-hand ratios against
+// both baselines (below 1: imgbuild takes less time).
+func report(o options, site testrepo.Site, runs []figures) string {
+	dur := func(get func(figures) time.Duration) time.Duration { return median(runs, get) }
+	gzip := dur(func(f figures) time.Duration { return f.handInstall + f.handGzip })
+	zstd := dur(func(f figures) time.Duration { return f.handInstall + f.handZstd })
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Image build: %s, median of %d runs\n\n", o.image, len(runs))
-	fmt.Fprintf(&b, "Stand-in repository of %d packages (the image installs %d by name; dnf adds their dependencies). ", site.Packages, f.imagePackages)
-	fmt.Fprintf(&b, "By hand: `dnf --installroot` of the image's packages in one transaction, then `mksquashfs`; a script rebuilds everything every time.\n\n")
-	b.WriteString("| figure | imgbuild | by hand | imgbuild / by hand |\n| --- | ---: | ---: | ---: |\n")
-	row := func(name string, a, h time.Duration) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f |\n", name, seconds(a), seconds(h), a.Seconds()/h.Seconds())
+	fmt.Fprintf(&b, "Stand-in repository: %d packages for the %d the layers name. By hand: `dnf --installroot` of the image's packages in one transaction, then `mksquashfs` with its defaults (gzip) or with imgbuild's compressor (`-comp zstd -Xcompression-level %d`); a script rebuilds everything every time.\n\n",
+		site.Packages, site.Named, pack.DefaultZstdLevel)
+	b.WriteString("| figure | imgbuild | by hand, gzip | ratio | by hand, zstd | ratio |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	row := func(name string, a, g, z time.Duration) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", name, seconds(a), seconds(g), a.Seconds()/g.Seconds(), seconds(z), a.Seconds()/z.Seconds())
 	}
-	row("full build, empty cache (`imgbuild build` from the lock)", full, hand)
-	row("full build with its lock (`imgbuild lock` + `build`)", med(func(f figures) time.Duration { return f.lock + f.full }), hand)
-	row("rebuild, nothing changed", med(func(f figures) time.Duration { return f.unchanged }), hand)
-	row(fmt.Sprintf("rebuild after editing layer %s (%d of %d layers built)", o.layer, f.rebuilt, f.layers), med(func(f figures) time.Duration { return f.edited }), hand)
-	row(fmt.Sprintf("edit of %s to new version: `lock` + `build`", o.layer), med(func(f figures) time.Duration { return f.relock + f.edited }), hand)
-	row("of the full build: packing the root file system", med(func(f figures) time.Duration { return f.pack }), med(func(f figures) time.Duration { return f.handSquash }))
-	fmt.Fprintf(&b, "| of the full build: packages into the cache (copied, sha256 checked) | %s | — | — |\n", seconds(med(func(f figures) time.Duration { return f.fetch })))
-	fmt.Fprintf(&b, "| rootfs.squashfs | %.1f MiB | %.1f MiB | %.2f |\n", mib(f.imageBytes), mib(f.handBytes), float64(f.imageBytes)/float64(f.handBytes))
-	b.WriteString("\nEach run:\n\n| run | full | nothing changed | one layer edited | by hand |\n| ---: | ---: | ---: | ---: | ---: |\n")
+	f := runs[0]
+	row("full build, empty cache (`imgbuild build` from the lock)", dur(func(f figures) time.Duration { return f.full }), gzip, zstd)
+	row("full build with its lock (`imgbuild lock` + `build`)", dur(func(f figures) time.Duration { return f.lock + f.full }), gzip, zstd)
+	row("rebuild, nothing changed", dur(func(f figures) time.Duration { return f.unchanged }), gzip, zstd)
+	row(fmt.Sprintf("rebuild after editing layer %s (%d of %d layers built)", o.layer, f.rebuilt, f.layers), dur(func(f figures) time.Duration { return f.edited }), gzip, zstd)
+	row(fmt.Sprintf("edit of %s to new version: `lock` + `build`", o.layer), dur(func(f figures) time.Duration { return f.relock + f.edited }), gzip, zstd)
+	hand := dur(func(f figures) time.Duration { return f.handInstall })
+	row("of the full build: installing the packages (imgbuild: rpm, layer by layer, from its cache; by hand: dnf resolves and installs)", dur(func(f figures) time.Duration { return f.install }), hand, hand)
+	row("of the full build: packing the root file system", dur(func(f figures) time.Duration { return f.pack }),
+		dur(func(f figures) time.Duration { return f.handGzip }), dur(func(f figures) time.Duration { return f.handZstd }))
+	fmt.Fprintf(&b, "| of the full build: packages into the cache (copied, sha256 checked) | %s | — | — | — | — |\n", seconds(dur(func(f figures) time.Duration { return f.fetch })))
+	img, gz, zs := median(runs, func(f figures) int64 { return f.imageBytes }), median(runs, func(f figures) int64 { return f.gzipBytes }), median(runs, func(f figures) int64 { return f.zstdBytes })
+	fmt.Fprintf(&b, "| rootfs.squashfs | %.1f MiB | %.1f MiB | %.2f | %.1f MiB | %.2f |\n", mib(img), mib(gz), float64(img)/float64(gz), mib(zs), float64(img)/float64(zs))
+	b.WriteString("\nEach run:\n\n| run | full | nothing changed | one layer edited | by hand, gzip | by hand, zstd |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for i, f := range runs {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", i+1, seconds(f.full), seconds(f.unchanged), seconds(f.edited), seconds(f.handInstall+f.handSquash))
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", i+1, seconds(f.full), seconds(f.unchanged), seconds(f.edited), seconds(f.handInstall+f.handGzip), seconds(f.handInstall+f.handZstd))
 	}
 	return b.String()
 }

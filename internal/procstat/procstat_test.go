@@ -8,16 +8,18 @@ import (
 )
 
 func TestReadSelf(t *testing.T) {
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) { // burn some CPU time to read back
+	var s Stat
+	// Burn CPU until the kernel has accounted some of it (in ticks of 10 ms), for up to 5 s.
+	for start := time.Now(); s.CPU == 0 && time.Since(start) < 5*time.Second; {
+		var err error
+		if s, err = Read(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	s, err := Read(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The state is the main thread's, which may sleep while this goroutine runs on another.
-	if (s.State != "R" && s.State != "S") || s.PPid != os.Getppid() || s.PGrp <= 0 || s.CPU < 10*time.Millisecond {
-		t.Errorf("own stat = %+v, want running or sleeping, parent %d, a group and at least 10ms of CPU", s, os.Getppid())
+	// The state is the main thread's, which may be in any state while this goroutine runs on
+	// another.
+	if s.State == "" || s.State == "Z" || s.PPid != os.Getppid() || s.PGrp <= 0 || s.CPU <= 0 {
+		t.Errorf("own stat = %+v, want a live state, parent %d, a group and some CPU time", s, os.Getppid())
 	}
 }
 

@@ -20,7 +20,8 @@ var moduleStreams = map[string][]string{"nvidia-driver:open-dkms": {"nvidia-open
 type Site struct {
 	Repo     string // the repository directory
 	Path     string // the site file (imgbuild --site)
-	Packages int    // stand-ins built
+	Named    int    // packages the images name
+	Packages int    // stand-ins built: those and what they need
 }
 
 // StandInSite builds, under dir, the repository and site file for the images (paths of image
@@ -39,8 +40,8 @@ func StandInSite(ctx context.Context, dir, layersDir string, images ...string) (
 	if err != nil {
 		return Site{}, err
 	}
-	s := Site{Repo: filepath.Join(dir, "repo"), Path: filepath.Join(dir, "site.toml"), Packages: len(names)}
 	pkgs := Standins(names, kernel)
+	s := Site{Repo: filepath.Join(dir, "repo"), Path: filepath.Join(dir, "site.toml"), Named: len(names), Packages: len(pkgs)}
 	if err := Build(ctx, s.Repo, pkgs); err != nil {
 		return Site{}, err
 	}
