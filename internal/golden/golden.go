@@ -32,6 +32,7 @@ func Check(t testing.TB, path string, got []byte) {
 	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v (run go test -update to create it)", err)
+		return
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("output differs from %s (if the change is intended, run go test -update and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)

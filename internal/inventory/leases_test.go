@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -187,5 +188,58 @@ func TestLapsedOfferIsFreeEverywhere(t *testing.T) {
 	}
 	if free := s.FreeAddresses(pool, -1); slices.Contains(free, l.Address) {
 		t.Errorf("the held-back address %s is still listed free: %v", l.Address, free)
+	}
+}
+
+// TestFreeAddressWalk: allocation takes the lowest free address that prefer accepts, else the
+// lowest free one (not preferred), and FreeAddresses lists the lowest n free ones; leased
+// addresses are skipped by both.
+func TestFreeAddressWalk(t *testing.T) {
+	pool := Pool{Start: netip.MustParseAddr("10.80.0.200"), End: netip.MustParseAddr("10.80.0.204"), LeaseTime: 2 * time.Minute}
+	only := func(addrs ...string) func(netip.Addr) bool {
+		return func(a netip.Addr) bool { return slices.Contains(addrs, a.String()) }
+	}
+	for _, tt := range []struct {
+		name          string
+		prefer        func(netip.Addr) bool
+		want          string
+		wantPreferred bool
+	}{
+		{"no preference: lowest free", nil, "10.80.0.201", false},
+		{"a preferred address above the lowest", only("10.80.0.203"), "10.80.0.203", true},
+		{"the preferred address is leased: lowest free, not preferred", only("10.80.0.200"), "10.80.0.201", false},
+		{"nothing preferred: lowest free, not preferred", only(), "10.80.0.201", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := newStore(t)
+			if _, err := s.DiscoveryLease(macA, pool); err != nil { // takes 10.80.0.200
+				t.Fatal(err)
+			}
+			l, _, preferred, err := s.DiscoveryLeaseFrom(macB, pool, tt.prefer, true)
+			if err != nil || l.Address.String() != tt.want || preferred != tt.wantPreferred {
+				t.Errorf("got %s preferred=%v (%v), want %s preferred=%v", l.Address, preferred, err, tt.want, tt.wantPreferred)
+			}
+		})
+	}
+	s, _ := newStore(t)
+	if _, err := s.DiscoveryLease(macA, pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		n    int
+		want string
+	}{
+		{0, ""},
+		{2, "10.80.0.201 10.80.0.202"},
+		{-1, "10.80.0.201 10.80.0.202 10.80.0.203 10.80.0.204"},
+		{9, "10.80.0.201 10.80.0.202 10.80.0.203 10.80.0.204"},
+	} {
+		var got []string
+		for _, a := range s.FreeAddresses(pool, tt.n) {
+			got = append(got, a.String())
+		}
+		if g := strings.Join(got, " "); g != tt.want {
+			t.Errorf("FreeAddresses(%d) = %q, want %q", tt.n, g, tt.want)
+		}
 	}
 }
