@@ -362,6 +362,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 				t.Fatalf("%d workers, want 1", len(pids))
 			}
 			checkUids(t, pids[0], tt.uid)
+			checkConfined(t, pids[0])
 			if tt.killed {
 				if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 					t.Fatal(err)
@@ -380,6 +381,26 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// checkConfined fails unless pid is not dumpable (the kernel then gives its /proc files to root,
+// whoever it runs as) and has no_new_privs set.
+func checkConfined(t *testing.T, pid int) {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/environ", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 {
+		t.Errorf("worker %d's /proc files belong to uid %d: it is dumpable, so its user's other processes may trace it", pid, st.Uid)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(status), "\nNoNewPrivs:\t1\n") {
+		t.Errorf("worker %d has no_new_privs unset", pid)
 	}
 }
 

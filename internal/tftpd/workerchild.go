@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
 	"github.com/labcluster/gpucluster/internal/cli"
 )
@@ -33,6 +34,9 @@ it stops when its standard input ends.
 		return err
 	}
 	signal.Ignore(syscall.SIGTERM, os.Interrupt)
+	if err := confine(); err != nil {
+		return err
+	}
 	log := logrus.New() // to stderr, bootd's relay
 	log.SetFormatter(&logrus.JSONFormatter{})
 	if *debug {
@@ -77,4 +81,18 @@ func untilStdinEnds(ctx context.Context) context.Context {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 	}()
 	return ctx
+}
+
+// confine keeps other processes of the worker's user (nobody is shared) from tracing it or
+// reading its memory and environment (not dumpable: its /proc files then belong to root), and
+// the worker and anything it might run from gaining privileges (no_new_privs: setuid binaries do
+// not raise it). bootd's systemd unit sets the second for the whole service already.
+func confine() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("tftp worker: make it not dumpable: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("tftp worker: set no_new_privs: %w", err)
+	}
+	return nil
 }
