@@ -134,7 +134,7 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 	}
 	// Not child.Command: its context would kill the worker, which must stop through the
 	// lifeline (and may run as another user); Pdeathsig is set here as it sets it there.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred, Cloneflags: ownPIDNamespace()}
 	// A pipe of our own rather than StderrPipe, whose Wait would wait for the end of the log: a
 	// process the worker left behind holding its stderr could hold us too.
 	logs, logsW, err := os.Pipe()
@@ -183,6 +183,17 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 	}
 	_, _ = gone(nil)
 	return true, nil
+}
+
+// ownPIDNamespace gives a root bootd's worker a PID namespace of its own, in which it is process
+// 1: whatever a compromised worker starts dies with it (the kernel kills the namespace's other
+// processes when its first one ends), and it cannot signal processes outside. Creating one takes
+// root; otherwise the worker shares bootd's.
+func ownPIDNamespace() uintptr {
+	if os.Geteuid() != 0 {
+		return 0
+	}
+	return syscall.CLONE_NEWPID
 }
 
 func exitError(err error) error {

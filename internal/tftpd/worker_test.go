@@ -385,7 +385,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 }
 
 // checkConfined fails unless pid is not dumpable (the kernel then gives its /proc files to root,
-// whoever it runs as) and has no_new_privs set.
+// whoever it runs as), has no_new_privs set and is process 1 of a PID namespace of its own.
 func checkConfined(t *testing.T, pid int) {
 	t.Helper()
 	var st syscall.Stat_t
@@ -401,6 +401,9 @@ func checkConfined(t *testing.T, pid int) {
 	}
 	if !strings.Contains(string(status), "\nNoNewPrivs:\t1\n") {
 		t.Errorf("worker %d has no_new_privs unset", pid)
+	}
+	if want := fmt.Sprintf("\nNSpid:\t%d\t1\n", pid); !strings.Contains(string(status), want) {
+		t.Errorf("worker %d is not process 1 of a PID namespace of its own (status has no %q)", pid, strings.TrimSpace(want))
 	}
 }
 
@@ -487,7 +490,9 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
 	stubborn := filepath.Join(dir, "stubborn")
-	script := "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 1000 </dev/null\n"
+	// Its pid as bootd sees it: $$ is 1 in the worker's own PID namespace, but /proc (the host's
+	// mount) opened by the shell itself names it from outside.
+	script := "#!/bin/sh\nread -r pid _ < /proc/self/stat\necho $pid > " + pidFile + "\nexec sleep 1000 </dev/null\n"
 	if err := os.WriteFile(stubborn, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
