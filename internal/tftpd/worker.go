@@ -65,11 +65,12 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 	}
 	defer sock.Close()
 	cred, as := w.credential()
-	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
+	clone, pidns := w.pidNamespace()
+	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as, "pid_namespace": pidns}).Info("tftp listening (in its own process)")
 	var deaths []time.Time
 	everReady := false
 	for {
-		ready, err := w.runOnce(ctx, sock, cred)
+		ready, err := w.runOnce(ctx, sock, cred, clone)
 		everReady = everReady || ready
 		if ctx.Err() != nil {
 			return nil
@@ -119,7 +120,7 @@ func recent(ts []time.Time, window time.Duration) []time.Time {
 // runOnce starts one worker and returns when it exits, stopping it once ctx is done: it closes
 // the worker's lifeline, then kills it if it is still there after stopWait. ready reports whether
 // the worker got as far as serving.
-func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Credential) (ready bool, err error) {
+func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Credential, clone uintptr) (ready bool, err error) {
 	args := []string{WorkerCommand, "--ipxe-dir", w.Server.root, "--files", strings.Join(w.Server.files, ",")}
 	if w.debug() {
 		args = append(args, "--debug")
@@ -134,7 +135,7 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 	}
 	// Not child.Command: its context would kill the worker, which must stop through the
 	// lifeline (and may run as another user); Pdeathsig is set here as it sets it there.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred, Cloneflags: ownPIDNamespace()}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred, Cloneflags: clone}
 	// A pipe of our own rather than StderrPipe, whose Wait would wait for the end of the log: a
 	// process the worker left behind holding its stderr could hold us too.
 	logs, logsW, err := os.Pipe()
@@ -185,15 +186,27 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 	return true, nil
 }
 
-// ownPIDNamespace gives a root bootd's worker a PID namespace of its own, in which it is process
-// 1: whatever a compromised worker starts dies with it (the kernel kills the namespace's other
-// processes when its first one ends), and it cannot signal processes outside. Creating one takes
-// root; otherwise the worker shares bootd's.
-func ownPIDNamespace() uintptr {
+// newPIDNamespace is what the worker's clone asks for (a variable so tests can make it fail).
+var newPIDNamespace uintptr = syscall.CLONE_NEWPID
+
+// pidNamespace returns the clone flag that gives the worker a PID namespace of its own, in which
+// it is process 1: whatever a compromised worker starts dies with it (the kernel kills the
+// namespace's other processes when its first one ends), and it cannot signal processes outside.
+// It takes root, and a container or seccomp policy may forbid it, so a trial start decides (the
+// worker command's --help, killed at once: that it started is the answer); otherwise the worker
+// shares bootd's, and the second value says why.
+func (w Worker) pidNamespace() (uintptr, string) {
 	if os.Geteuid() != 0 {
-		return 0
+		return 0, "no: bootd is not root"
 	}
-	return syscall.CLONE_NEWPID
+	trial := exec.Command(w.Exe, WorkerCommand, "--help")
+	trial.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Cloneflags: newPIDNamespace}
+	if err := trial.Start(); err != nil {
+		return 0, fmt.Sprintf("no: %v (a container or a seccomp policy may forbid new PID namespaces)", err)
+	}
+	_ = trial.Process.Kill()
+	_ = trial.Wait()
+	return newPIDNamespace, "own"
 }
 
 func exitError(err error) error {

@@ -492,7 +492,8 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 	stubborn := filepath.Join(dir, "stubborn")
 	// Its pid as bootd sees it: $$ is 1 in the worker's own PID namespace, but /proc (the host's
 	// mount) opened by the shell itself names it from outside.
-	script := "#!/bin/sh\nread -r pid _ < /proc/self/stat\necho $pid > " + pidFile + "\nexec sleep 1000 </dev/null\n"
+	// Like bootd, it answers --help at once (Serve's trial of a PID namespace runs it so).
+	script := "#!/bin/sh\n[ \"$2\" = --help ] && exit 0\nread -r pid _ < /proc/self/stat\necho $pid > " + pidFile + "\nexec sleep 1000 </dev/null\n"
 	if err := os.WriteFile(stubborn, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -640,4 +641,39 @@ func serveAsTestParent(addr, root string) {
 	}
 	fmt.Fprintln(os.Stderr, Worker{Exe: exe, Server: srv}.Serve(context.Background(), conn))
 	os.Exit(1)
+}
+
+// TestWorkerWithoutPIDNamespace: where no PID namespace can be made (a container, say: here a
+// clone the kernel refuses), the worker still serves, in bootd's, and the log says why.
+func TestWorkerWithoutPIDNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (the trial is only made as root); run it as root as CI does")
+	}
+	restore := newPIDNamespace
+	newPIDNamespace = syscall.CLONE_NEWUSER | syscall.CLONE_FS // EINVAL: the pair is refused
+	t.Cleanup(func() { newPIDNamespace = restore })
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, hook, stop := startWorker(t, exe, ipxeDir(t))
+	if got := fetch(t, addr, "undionly.kpxe"); !bytes.Equal(got, content["undionly.kpxe"]) {
+		t.Fatalf("got %d bytes, want the %d of the file", len(got), len(content["undionly.kpxe"]))
+	}
+	pids := workerPids(t)
+	if len(pids) != 1 {
+		t.Fatalf("%d workers, want 1", len(pids))
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+	if err != nil || !strings.Contains(string(status), fmt.Sprintf("\nNSpid:\t%d\n", pids[0])) {
+		t.Errorf("worker %d is not in bootd's PID namespace (%v)", pids[0], err)
+	}
+	if e := hasEntry(hook, logrus.InfoLevel, "tftp listening (in its own process)"); e == nil {
+		t.Error("no listening entry")
+	} else if ns, _ := e.Data["pid_namespace"].(string); !strings.HasPrefix(ns, "no: ") || !strings.Contains(ns, "invalid argument") {
+		t.Errorf("listening entry's pid_namespace = %q, want it to say no and why", ns)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }
