@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,9 +88,10 @@ func TestImgbuild(t *testing.T) {
 	l := newImgLab(ctx, t)
 	l.lock(ctx, t, "master")
 	l.lock(ctx, t, "compute")
-	var compute *imgbuild.Report
+	var master, compute *imgbuild.Report
 	t.Run("master builds", func(t *testing.T) {
 		r := l.build(ctx, t, "master", "out", "cache", "1")
+		master = r
 		checkImage(ctx, t, r.Dir, map[string]string{
 			"/etc/group":             "slurm:x:901:",
 			"/etc/passwd":            "munge:x:900:900:",
@@ -129,6 +131,7 @@ func TestImgbuild(t *testing.T) {
 		}
 		clean := l.build(ctx, t, "compute", "out-clean", "cache-clean", "2")
 		sameFiles(t, r.Dir, clean.Dir)
+		checkCacheHolds(t, filepath.Join(l.dir, "cache"), master, r)
 	})
 	t.Run("list and diff", func(t *testing.T) {
 		vs, err := imgbuild.List(filepath.Join(l.dir, "out"), "compute")
@@ -229,6 +232,34 @@ func sameFiles(t *testing.T, a, b string) {
 	mb, _ := os.ReadFile(filepath.Join(b, "manifest.json"))
 	if string(ma) != string(mb) {
 		t.Errorf("manifest.json differs between the two builds")
+	}
+}
+
+// checkCacheHolds fails unless the cache's layer trees are exactly those the given builds (each
+// image's last) used: a build removes the trees nothing will reuse.
+func checkCacheHolds(t *testing.T, cache string, builds ...*imgbuild.Report) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, b := range builds {
+		if b == nil {
+			t.Fatal("a build the cache check needs did not run")
+		}
+		for _, l := range b.Layers {
+			want[l.Key] = true
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(cache, "layers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, e := range entries {
+		if len(e.Name()) == 64 {
+			have[e.Name()] = true
+		}
+	}
+	if !maps.Equal(have, want) {
+		t.Errorf("cache holds %d layer trees, want the %d of each image's last build", len(have), len(want))
 	}
 }
 

@@ -16,6 +16,10 @@ Builds a new version of the image from its lock: downloads the locked RPMs into 
 normalizes the tree and packs vmlinuz, initramfs.img and rootfs.squashfs into
 DIR/<name>/<version>/ with manifest.json. The version appears whole or not at all.
 Default version: today's date and a counter, e.g. 2026.11.21-1.
+
+The cache (--cache) then keeps the layer trees and packages of each image's last build and
+removes the rest: every changed layer adds a tree there, a full copy of its parent's on file
+systems without reflink (ext4). --keep-cache keeps everything.
 `
 
 func runBuild(ctx context.Context, args []string) error {
@@ -23,6 +27,7 @@ func runBuild(ctx context.Context, args []string) error {
 	var c common
 	c.register(fs)
 	version := fs.String("version", "", "version name (default YYYY.MM.DD-N)")
+	keepCache := fs.Bool("keep-cache", false, "keep every layer tree and package in the cache, not only those of each image's last build")
 	pos, err := parse(fs, args, 1, "one image file: imgbuild build images/compute.toml")
 	if err != nil {
 		return err
@@ -31,7 +36,7 @@ func runBuild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	o.Version = *version
+	o.Version, o.KeepCache = *version, *keepCache
 	r, err := imgbuild.Build(ctx, pos[0], o)
 	if err != nil {
 		return err

@@ -59,8 +59,25 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 	if err := buildInto(ctx, plan, lock, work, o, r); err != nil {
 		return nil, err
 	}
+	if !o.KeepCache {
+		// The version is published: a failure here costs disk space, not the build.
+		if err := pruneCache(o.CacheDir, r.Image, r.Layers, lockedDigests(lock), o.Log); err != nil {
+			o.Log.WithError(err).Warn("cache not pruned; it keeps what earlier builds left")
+		}
+	}
 	r.Total = time.Since(start)
 	return r, nil
+}
+
+// lockedDigests are the sha256 of every package the lock installs.
+func lockedDigests(lock *resolve.LockFile) []string {
+	var ds []string
+	for _, l := range lock.Layers {
+		for _, p := range l.Packages {
+			ds = append(ds, p.SHA256)
+		}
+	}
+	return ds
 }
 
 func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, work string, o Options, r *Report) error {

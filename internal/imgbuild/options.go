@@ -23,6 +23,9 @@ type Options struct {
 	OutDir    string // the images directory bootd serves
 	CacheDir  string // downloaded RPMs, layer trees, scratch space
 	Version   string // build only; default: YYYY.MM.DD-N
+	// KeepCache (build only) keeps every layer tree and package in the cache; by default a build
+	// leaves only what each image's last build used (prune.go).
+	KeepCache bool
 	Log       logrus.FieldLogger
 	// Progress reports long steps (downloads, packing); nil reports nothing.
 	Progress func(step string, done, total int64)
