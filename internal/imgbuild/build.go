@@ -59,11 +59,13 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 	if err := buildInto(ctx, plan, lock, work, o, r); err != nil {
 		return nil, err
 	}
-	if !o.KeepCache {
-		// The version is published: a failure here costs disk space, not the build.
-		if err := pruneCache(o.CacheDir, r.Image, r.Layers, lockedDigests(lock), o.Log); err != nil {
-			o.Log.WithError(err).Warn("cache not pruned; it keeps what earlier builds left")
-		}
+	// The version is published: a failure here costs disk space, not the build.
+	err = recordKept(o.CacheDir, r.Image, r.Layers, lockedDigests(lock))
+	if err == nil && !o.KeepCache {
+		err = pruneCache(o.CacheDir, o.Log)
+	}
+	if err != nil {
+		o.Log.WithError(err).Warn("cache not pruned; it keeps what earlier builds left")
 	}
 	r.Total = time.Since(start)
 	return r, nil

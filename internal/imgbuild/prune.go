@@ -30,28 +30,31 @@ type keptRecord struct {
 	RPMs   []string `json:"rpms"`   // sha256 hex: <cache>/rpms/sha256/<hex>.rpm
 }
 
-// pruneCache records the layer keys and package hashes that image's build used and removes the
-// layer trees and packages that no image's record names. Callers hold the cache lock.
-func pruneCache(cacheDir, image string, layers []rootfs.Result, rpmDigests []string, log logrus.FieldLogger) error {
+// recordKept records the layer keys and package hashes that image's build used: what pruneCache
+// keeps for it. A build with --keep-cache records too, so the next pruning keeps its layers.
+func recordKept(cacheDir, image string, layers []rootfs.Result, rpmDigests []string) error {
 	rec := keptRecord{RPMs: slices.Sorted(slices.Values(rpmDigests))}
 	for _, l := range layers {
 		rec.Layers = append(rec.Layers, l.Key)
 	}
-	if err := writeKept(cacheDir, image, rec); err != nil {
-		return err
-	}
+	return writeKept(cacheDir, image, rec)
+}
+
+// pruneCache removes the layer trees and packages that no image's record names. Callers hold the
+// cache lock.
+func pruneCache(cacheDir string, log logrus.FieldLogger) error {
 	keep, err := readKept(cacheDir)
 	if err != nil {
 		return err
 	}
-	trees, err := removeUnkept(filepath.Join(cacheDir, "layers"), keep, func(name string) bool { return sha256hex.Valid(name) })
+	trees, err := removeUnkept(filepath.Join(cacheDir, "layers"), keep, func(name string) bool { return sha256hex.Valid(name) }, removeTree)
 	if err != nil {
 		return err
 	}
 	rpms, err := removeUnkept(filepath.Join(cacheDir, "rpms", "sha256"), keep, func(name string) bool {
 		hex, ok := strings.CutSuffix(name, ".rpm")
 		return ok && sha256hex.Valid(hex)
-	})
+	}, os.Remove)
 	if err != nil {
 		return err
 	}
@@ -100,9 +103,9 @@ func readKept(cacheDir string) (map[string]bool, error) {
 	return keep, nil
 }
 
-// removeUnkept removes the entries of dir that ours accepts (a cache entry's name, never a
-// build's scratch directory or a file someone put there) and keep does not name.
-func removeUnkept(dir string, keep map[string]bool, ours func(string) bool) (int, error) {
+// removeUnkept removes, with remove, the entries of dir that ours accepts (a cache entry's name,
+// never a build's scratch directory or a file someone put there) and keep does not name.
+func removeUnkept(dir string, keep map[string]bool, ours func(string) bool, remove func(string) error) (int, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
@@ -115,10 +118,22 @@ func removeUnkept(dir string, keep map[string]bool, ours func(string) bool) (int
 		if !ours(e.Name()) || keep[e.Name()] {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+		if err := remove(filepath.Join(dir, e.Name())); err != nil {
 			return removed, fmt.Errorf("cache: remove %s: %w", e.Name(), err)
 		}
 		removed++
 	}
 	return removed, nil
+}
+
+// removeTree takes a layer tree out of the cache before removing it: a removal cut short (a
+// killed imgbuild, a file that cannot be removed) must not leave a partial tree under its key,
+// which a later build would take for the finished layer. The scratch name is one CleanStale
+// clears at the next build.
+func removeTree(path string) error {
+	scratch := filepath.Join(filepath.Dir(path), ".build-pruned-"+filepath.Base(path))
+	if err := os.Rename(path, scratch); err != nil {
+		return err
+	}
+	return os.RemoveAll(scratch)
 }

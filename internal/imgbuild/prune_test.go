@@ -25,7 +25,7 @@ func TestPruneCache(t *testing.T) {
 		for _, p := range []string{
 			"layers/" + mine + "/etc/motd", "layers/" + other + "/etc/motd", "layers/" + old + "/etc/motd",
 			"layers/.build-nfs-123/tree/x", "layers/NOTES",
-			"rpms/sha256/" + rpmMine + ".rpm", "rpms/sha256/" + rpmOther + ".rpm", "rpms/sha256/" + rpmOld + ".rpm", "rpms/sha256/" + rpmOld + ".rpm.part",
+			"rpms/sha256/" + rpmMine + ".rpm", "rpms/sha256/" + rpmOther + ".rpm", "rpms/sha256/" + rpmOld + ".rpm", "rpms/sha256/.partial-123",
 		} {
 			writeFile(t, filepath.Join(cache, p), "x")
 		}
@@ -36,24 +36,30 @@ func TestPruneCache(t *testing.T) {
 	log.SetOutput(io.Discard)
 	t.Run("keeps what each image's last build used", func(t *testing.T) {
 		cache := setup(t)
-		if err := pruneCache(cache, "compute", []rootfs.Result{{Layer: "base", Key: mine}}, []string{rpmMine}, log); err != nil {
+		if err := recordKept(cache, "compute", []rootfs.Result{{Layer: "base", Key: mine}}, []string{rpmMine}); err != nil {
+			t.Fatal(err)
+		}
+		if err := pruneCache(cache, log); err != nil {
 			t.Fatal(err)
 		}
 		for p, want := range map[string]bool{
 			"layers/" + mine: true, "layers/" + other: true, "layers/" + old: false,
 			"layers/.build-nfs-123": true, "layers/NOTES": true,
 			"rpms/sha256/" + rpmMine + ".rpm": true, "rpms/sha256/" + rpmOther + ".rpm": true, "rpms/sha256/" + rpmOld + ".rpm": false,
-			"rpms/sha256/" + rpmOld + ".rpm.part": true, "kept/compute.json": true,
+			"rpms/sha256/.partial-123": true, "kept/compute.json": true,
 		} {
 			if _, err := os.Stat(filepath.Join(cache, p)); (err == nil) != want {
 				t.Errorf("%s: present %v, want %v", p, err == nil, want)
 			}
 		}
+		if left, _ := filepath.Glob(filepath.Join(cache, "layers", ".build-pruned-*")); len(left) > 0 {
+			t.Errorf("removed trees left behind: %v", left)
+		}
 	})
 	t.Run("an unreadable record stops it", func(t *testing.T) {
 		cache := setup(t)
 		writeFile(t, filepath.Join(cache, "kept", "master.json"), "{not json")
-		err := pruneCache(cache, "compute", []rootfs.Result{{Layer: "base", Key: mine}}, []string{rpmMine}, log)
+		err := pruneCache(cache, log)
 		if err == nil || !strings.Contains(err.Error(), "master.json") {
 			t.Fatalf("err = %v, want one naming the record", err)
 		}
