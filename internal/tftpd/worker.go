@@ -67,6 +67,9 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 	cred, as := w.credential()
 	clone, pidns := w.pidNamespace()
 	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as, "pid_namespace": pidns}).Info("tftp listening (in its own process)")
+	if clone == 0 && os.Geteuid() == 0 {
+		w.Server.log.WithField("reason", pidns).Warn("tftp worker runs in bootd's PID namespace: what a compromised worker starts could outlive it")
+	}
 	var deaths []time.Time
 	everReady := false
 	for {
@@ -97,14 +100,15 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 }
 
 // startRefused reports whether err, from a worker that never got ready, says it cannot run as
-// the user it was given: exec was refused, or it exited with an error status of its own (a file
-// it may not read). A worker killed by a signal says nothing about its user.
+// the user it was given: exec was refused, or it exited with ExitRefused (a file it may not
+// read). Nothing else does: not a signal, not another status (Go exits with 2 on a runtime
+// failure or an unhandled signal, which another process of nobody could send).
 func startRefused(err error) bool {
 	if errors.Is(err, fs.ErrPermission) {
 		return true
 	}
 	var exit *exec.ExitError
-	return errors.As(err, &exit) && exit.Exited()
+	return errors.As(err, &exit) && exit.ExitCode() == ExitRefused
 }
 
 func recent(ts []time.Time, window time.Duration) []time.Time {

@@ -3,6 +3,7 @@ package tftpd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,6 +34,10 @@ func TestMain(m *testing.M) {
 	if isWorker {
 		if err := RunWorker(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
+			var refused *RefusedError
+			if errors.As(err, &refused) {
+				os.Exit(refused.ExitCode()) // as bootd's main does
+			}
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -310,9 +315,11 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	if err := os.Chmod(links, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// A binary whose start fails for nobody in a way no permission bit shows.
+	// A binary refused to nobody in a way no permission bit shows (a sandbox, say): it exits as
+	// the worker does when it may not do its work as its user.
 	rootOnly := filepath.Join(open, "bootd-root-only")
-	if err := os.WriteFile(rootOnly, []byte("#!/bin/sh\n[ \"$(id -u)\" = 0 ] || exit 3\nexec "+exe+" \"$@\"\n"), 0o755); err != nil {
+	script := fmt.Sprintf("#!/bin/sh\n[ \"$(id -u)\" = 0 ] || exit %d\nexec %s \"$@\"\n", ExitRefused, exe)
+	if err := os.WriteFile(rootOnly, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	nobody, err := user.Lookup("nobody")
@@ -673,7 +680,35 @@ func TestWorkerWithoutPIDNamespace(t *testing.T) {
 	} else if ns, _ := e.Data["pid_namespace"].(string); !strings.HasPrefix(ns, "no: ") || !strings.Contains(ns, "invalid argument") {
 		t.Errorf("listening entry's pid_namespace = %q, want it to say no and why", ns)
 	}
+	if hasEntry(hook, logrus.WarnLevel, "tftp worker runs in bootd's PID namespace: what a compromised worker starts could outlive it") == nil {
+		t.Error("no warning that the worker shares bootd's PID namespace")
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStartRefused: only exec's permission error and the worker's own ExitRefused mean "cannot
+// run as this user"; a crash, a signal's default exit or a kill must never buy the next worker
+// bootd's own user.
+func TestStartRefused(t *testing.T) {
+	run := func(script string) error { return exec.Command("sh", "-c", script).Run() }
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"exec refused", &os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EACCES}, true},
+		{"the worker's refusal", run(fmt.Sprintf("exit %d", ExitRefused)), true},
+		{"an error exit", run("exit 1"), false},
+		{"Go's exit on a runtime failure or an unhandled signal", run("exit 2"), false},
+		{"killed", run("kill -9 $$"), false},
+		{"no error", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := startRefused(tt.err); got != tt.want {
+				t.Errorf("startRefused(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
 	}
 }

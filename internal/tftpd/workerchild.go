@@ -2,8 +2,10 @@ package tftpd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/signal"
@@ -19,8 +21,10 @@ import (
 // RunWorker is the worker's side, `bootd tftp-worker --ipxe-dir D --files F,... [--debug]`: it
 // serves D on the socket inherited as fd 3 until its stdin ends (bootd closed it, or died), and
 // logs JSON lines to stderr for bootd to relay. It fails before serving when it cannot open one
-// of the files bootd found (it may run as another user). SIGTERM and SIGINT are ignored: they
-// reach the whole service at once, and bootd stops its worker itself.
+// of the files bootd found (it may run as another user): with status ExitRefused when it may not
+// (a permission error). SIGTERM, SIGINT, SIGHUP and SIGQUIT are ignored: the first two reach the
+// whole service at once, and bootd stops its worker itself; any of them would otherwise end it
+// with a status of its own before it serves, which bootd must not read as a refusal.
 func RunWorker(args []string) error {
 	flags := cli.NewFlagSet(WorkerCommand, "Usage: bootd "+WorkerCommand+` --ipxe-dir D --files F,... [--debug]
 
@@ -33,7 +37,7 @@ it stops when its standard input ends.
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	signal.Ignore(syscall.SIGTERM, os.Interrupt)
+	signal.Ignore(syscall.SIGTERM, os.Interrupt, syscall.SIGHUP, syscall.SIGQUIT)
 	if err := confine(); err != nil {
 		return err
 	}
@@ -44,6 +48,9 @@ it stops when its standard input ends.
 	}
 	for _, name := range strings.Split(*files, ",") {
 		f, _, err := open(*root, name)
+		if errors.Is(err, fs.ErrPermission) {
+			return &RefusedError{fmt.Errorf("tftp worker may not serve %s as this user: %w", name, err)}
+		}
 		if err != nil {
 			return fmt.Errorf("tftp worker cannot serve %s: %w", name, err)
 		}
@@ -96,3 +103,17 @@ func confine() error {
 	}
 	return nil
 }
+
+// ExitRefused is the worker's exit status when it may not do its work as the user it runs as
+// (a file it may not open): only that, or exec refusing to start it, makes bootd run the next
+// worker as its own user (startRefused). Any other early exit is a failure to report.
+const ExitRefused = 3
+
+// RefusedError is RunWorker's error for a refusal: bootd's main exits with its ExitCode.
+type RefusedError struct{ Err error }
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// ExitCode is the status the worker process exits with.
+func (e *RefusedError) ExitCode() int { return ExitRefused }
