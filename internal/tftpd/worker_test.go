@@ -377,6 +377,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 				waitFor(t, "the next worker", func() bool { p := workerPids(t); return len(p) == 1 && p[0] != pids[0] })
 				fetch(t, addr, "undionly.kpxe")
 				checkUids(t, workerPids(t)[0], tt.uid)
+				checkConfined(t, workerPids(t)[0])
 			}
 			if e := hasEntry(hook, logrus.InfoLevel, "tftp listening (in its own process)"); e == nil || e.Data["user"] != tt.user {
 				t.Errorf("listening entry = %v, want user %q", e, tt.user)

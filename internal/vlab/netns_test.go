@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,19 @@ func TestNetnsDo(t *testing.T) {
 	}
 	if now, _ := os.Readlink("/proc/thread-self/ns/net"); now != own {
 		t.Errorf("caller's thread namespace %s, was %s", now, own)
+	}
+	// The threads Do switched went back: after many calls, every thread of the process is in
+	// the process's namespace again (a thread left inside would run other goroutines there).
+	for range 50 {
+		if err := InNetns(name, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks, _ := filepath.Glob("/proc/self/task/*/ns/net")
+	for _, task := range tasks {
+		if ns, err := os.Readlink(task); err == nil && ns != own {
+			t.Errorf("thread %s is in %s, not the process's %s", task, ns, own)
+		}
 	}
 	if err := InNetns("vlab-no-such-namespace", func() error { return nil }); err == nil {
 		t.Error("no error for a namespace that does not exist")
