@@ -43,7 +43,7 @@ func report(o options, site testrepo.Site, runs []figures) string {
 	row(fmt.Sprintf("rebuild after editing layer %s (%d of %d layers built)", o.layer, f.rebuilt, f.layers), dur(func(f figures) time.Duration { return f.edited }), gzip, zstd)
 	row(fmt.Sprintf("edit of %s to new version: `lock` + `build`", o.layer), dur(func(f figures) time.Duration { return f.relock + f.edited }), gzip, zstd)
 	hand := dur(func(f figures) time.Duration { return f.handInstall })
-	row("of the full build: installing the packages (imgbuild: rpm, layer by layer, from its cache; by hand: dnf resolves and installs)", dur(func(f figures) time.Duration { return f.install }), hand, hand)
+	row("of the full build: the layers (imgbuild: each a copy of its parent's tree, then rpm from its cache, files, services, commands; by hand: dnf resolves and installs)", dur(func(f figures) time.Duration { return f.install }), hand, hand)
 	row("of the full build: packing the root file system", dur(func(f figures) time.Duration { return f.pack }),
 		dur(func(f figures) time.Duration { return f.handGzip }), dur(func(f figures) time.Duration { return f.handZstd }))
 	fmt.Fprintf(&b, "| of the full build: packages into the cache (copied, sha256 checked) | %s | — | — | — | — |\n", seconds(dur(func(f figures) time.Duration { return f.fetch })))
