@@ -123,6 +123,14 @@ func startWorkerAt(t *testing.T, level logrus.Level, exe, root string) (addr str
 	return addr, hook, stop
 }
 
+// checkServes fails the test unless addr serves name with the content ipxeDir gave it.
+func checkServes(t *testing.T, addr, name string) {
+	t.Helper()
+	if got, want := fetch(t, addr, name), content[name]; !bytes.Equal(got, want) {
+		t.Fatalf("%s: got %d bytes, want the %d of the file", name, len(got), len(want))
+	}
+}
+
 // fetch gets name from addr, trying for a while: a worker may still be starting.
 func fetch(t *testing.T, addr, name string) []byte {
 	t.Helper()
@@ -206,9 +214,7 @@ func TestWorkerServesRelaysAndRestarts(t *testing.T) {
 	}
 	addr, hook, stop := startWorker(t, exe, ipxeDir(t))
 
-	if got := fetch(t, addr, "undionly.kpxe"); !bytes.Equal(got, content["undionly.kpxe"]) {
-		t.Fatalf("got %d bytes, want the %d of the file", len(got), len(content["undionly.kpxe"]))
-	}
+	checkServes(t, addr, "undionly.kpxe")
 	waitFor(t, "the worker's transfer log in the parent", func() bool { return hasEntry(hook, logrus.InfoLevel, "tftp transfer done") != nil })
 	e := hasEntry(hook, logrus.InfoLevel, "tftp transfer done")
 	if e.Data["file"] != "undionly.kpxe" || e.Data["duration"] == nil || e.Data["client"] == nil {
@@ -232,9 +238,7 @@ func TestWorkerServesRelaysAndRestarts(t *testing.T) {
 		return hasEntry(hook, logrus.ErrorLevel, "tftp worker died; starting it again in 50ms") != nil
 	})
 	waitFor(t, "a new worker", func() bool { p := workerPids(t); return len(p) == 1 && p[0] != pids[0] })
-	if got := fetch(t, addr, "ipxe.efi"); !bytes.Equal(got, content["ipxe.efi"]) {
-		t.Fatalf("after the restart: got %d bytes, want the %d of the file", len(got), len(content["ipxe.efi"]))
-	}
+	checkServes(t, addr, "ipxe.efi") // from the new worker
 
 	if err := stop(); err != nil {
 		t.Fatalf("Serve after cancel: %v, want nil", err)
@@ -359,10 +363,8 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 					}
 				}
 			}()
-			for name, want := range content {
-				if got := fetch(t, addr, name); !bytes.Equal(got, want) {
-					t.Fatalf("%s: got %d bytes, want the %d of the file", name, len(got), len(want))
-				}
+			for name := range content {
+				checkServes(t, addr, name)
 			}
 			pids := workerPids(t)
 			if len(pids) != 1 {
@@ -665,9 +667,7 @@ func TestWorkerWithoutPIDNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, hook, stop := startWorker(t, exe, ipxeDir(t))
-	if got := fetch(t, addr, "undionly.kpxe"); !bytes.Equal(got, content["undionly.kpxe"]) {
-		t.Fatalf("got %d bytes, want the %d of the file", len(got), len(content["undionly.kpxe"]))
-	}
+	checkServes(t, addr, "undionly.kpxe")
 	pids := workerPids(t)
 	if len(pids) != 1 {
 		t.Fatalf("%d workers, want 1", len(pids))
