@@ -245,11 +245,18 @@ func reservedKeys(log logrus.FieldLogger) []string {
 	return keys
 }
 
-// credential is whom the worker runs as: nobody, when bootd runs as root and anyone may run the
-// binary and read the iPXE files, so a flaw in the handling of TFTP packets (which anyone on the
-// segment may send) yields nobody's rights, not root's. The worker needs no more: it inherits its
-// bound socket, and its transfers reply from unprivileged ports. Otherwise it runs as bootd does,
-// and the second value says why.
+// WorkerUser is the system user the worker runs as when the host has it (dist/bootd.sysusers
+// creates it): a user of its own, which no other process shares. Without it, nobody.
+const WorkerUser = "bootd-tftp"
+
+// workerUsers are tried in order (a variable for tests).
+var workerUsers = []string{WorkerUser, "nobody"}
+
+// credential is whom the worker runs as: an unprivileged user (see workerUsers), when bootd runs
+// as root and anyone may run the binary and read the iPXE files, so a flaw in the handling of TFTP
+// packets (which anyone on the segment may send) yields that user's rights, not root's. The
+// worker needs no more: it inherits its bound socket, and its transfers reply from unprivileged
+// ports. Otherwise it runs as bootd does, and the second value says why.
 func (w Worker) credential() (*syscall.Credential, string) {
 	if os.Geteuid() != 0 {
 		return nil, "bootd's own"
@@ -260,16 +267,27 @@ func (w Worker) credential() (*syscall.Credential, string) {
 	if blocker := w.Server.unreadableByOthers(); blocker != "" {
 		return nil, "root: " + blocker + " is not readable by other users, so nobody could not serve it"
 	}
-	uid, gid := uint32(65534), uint32(65534)
-	if u, err := user.Lookup("nobody"); err == nil {
-		if n, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
-			uid = uint32(n)
-		}
-		if n, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
-			gid = uint32(n)
+	for _, name := range workerUsers {
+		if cred, ok := lookupCredential(name); ok {
+			return cred, name
 		}
 	}
-	return &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}, "nobody"
+	// No nobody in the user database (a minimal container): its customary number.
+	return &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}, "nobody"
+}
+
+// lookupCredential is user name's uid and primary gid, with no supplementary groups.
+func lookupCredential(name string) (*syscall.Credential, bool) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, false
+	}
+	uid, uerr := strconv.ParseUint(u.Uid, 10, 32)
+	gid, gerr := strconv.ParseUint(u.Gid, 10, 32)
+	if uerr != nil || gerr != nil {
+		return nil, false
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, true
 }
 
 // unreadableByOthers names the first file or directory that users other than its owner may not

@@ -330,6 +330,10 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	daemon, err := user.Lookup("daemon")
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A file all may read by its mode bits but nobody's group may not: group bits come first.
 	grouped := ipxeDir(t)
 	gid, _ := strconv.Atoi(nobody.Gid)
@@ -344,17 +348,25 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	t.Cleanup(func() { restartDelay = restore })
 	tests := []struct {
 		name, exe, root, uid, user string
-		fallback                   bool // the first start as nobody fails, the next runs as root
-		killed                     bool // the worker is killed once it served; the next must be the same user
+		fallback                   bool     // the first start as nobody fails, the next runs as root
+		killed                     bool     // the worker is killed once it served; the next must be the same user
+		users                      []string // workerUsers for the case (nil: as built)
 	}{
-		{"world-readable files", exe, open, nobody.Uid, "nobody", false, true},
-		{"a root-only directory", exe, closed, "0", "root: " + closed + " is not readable by other users, so nobody could not serve it", false, false},
-		{"links out of a root-only directory", exe, links, "0", "root: " + links + " is not readable by other users, so nobody could not serve it", false, false},
-		{"a start that fails for nobody", rootOnly, open, "0", "nobody", true, false},
-		{"a file nobody's group may not read", exe, grouped, "0", "nobody", true, false},
+		{"world-readable files", exe, open, nobody.Uid, "nobody", false, true, nil},
+		{"a root-only directory", exe, closed, "0", "root: " + closed + " is not readable by other users, so nobody could not serve it", false, false, nil},
+		{"links out of a root-only directory", exe, links, "0", "root: " + links + " is not readable by other users, so nobody could not serve it", false, false, nil},
+		{"a start that fails for nobody", rootOnly, open, "0", "nobody", true, false, nil},
+		{"a file nobody's group may not read", exe, grouped, "0", "nobody", true, false, nil},
+		// Debian's daemon user stands for bootd-tftp, which dist/bootd.sysusers creates.
+		{"its own user when the host has it", exe, open, daemon.Uid, "daemon", false, true, []string{"bootd-test-no-such-user", "daemon"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.users != nil {
+				restore := workerUsers
+				workerUsers = tt.users
+				t.Cleanup(func() { workerUsers = restore })
+			}
 			addr, hook, stop := startWorker(t, tt.exe, tt.root)
 			defer func() {
 				if t.Failed() {
