@@ -205,13 +205,8 @@ func hasEntry(hook *logtest.Hook, level logrus.Level, msg string) *logrus.Entry 
 // parent's logger at its own level with its fields, a killed worker is replaced (the socket
 // outlives it), and cancelling stops the worker.
 func TestWorkerServesRelaysAndRestarts(t *testing.T) {
-	restore := restartDelay
-	restartDelay = 50 * time.Millisecond
-	t.Cleanup(func() { restartDelay = restore })
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	setFor(t, &restartDelay, 50*time.Millisecond)
+	exe := testExe(t)
 	addr, hook, stop := startWorker(t, exe, ipxeDir(t))
 
 	checkServes(t, addr, "undionly.kpxe")
@@ -251,9 +246,7 @@ func TestWorkerServesRelaysAndRestarts(t *testing.T) {
 // TestWorkerThatKeepsDying: a worker that cannot run is restarted a few times, its output is
 // relayed as errors, and then Serve gives up with the reason.
 func TestWorkerThatKeepsDying(t *testing.T) {
-	restore := restartDelay
-	restartDelay = 10 * time.Millisecond
-	t.Cleanup(func() { restartDelay = restore })
+	setFor(t, &restartDelay, 10*time.Millisecond)
 	broken := filepath.Join(t.TempDir(), "bootd")
 	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho 'panic: cannot serve' >&2\nexit 2\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -285,10 +278,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (it checks the worker drops root); run it as root as CI does")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := testExe(t)
 	open := ipxeDir(t)
 	// t.TempDir makes 0700 directories: open the way down for other users.
 	for dir := open; dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
@@ -343,9 +333,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	if err := os.Chmod(filepath.Join(grouped, "ipxe.efi"), 0o604); err != nil {
 		t.Fatal(err)
 	}
-	restore := restartDelay
-	restartDelay = 10 * time.Millisecond
-	t.Cleanup(func() { restartDelay = restore })
+	setFor(t, &restartDelay, 10*time.Millisecond)
 	tests := []struct {
 		name, exe, root, uid, user string
 		fallback                   bool     // the first start as nobody fails, the next runs as root
@@ -363,9 +351,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.users != nil {
-				restore := workerUsers
-				workerUsers = tt.users
-				t.Cleanup(func() { workerUsers = restore })
+				setFor(t, &workerUsers, tt.users)
 			}
 			addr, hook, stop := startWorker(t, tt.exe, tt.root)
 			defer func() {
@@ -417,34 +403,36 @@ func checkConfined(t *testing.T, pid int) {
 	if st.Uid != 0 {
 		t.Errorf("worker %d's /proc files belong to uid %d: it is dumpable, so its user's other processes may trace it", pid, st.Uid)
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
+	if got := statusField(t, pid, "NoNewPrivs"); got != "1" {
+		t.Errorf("worker %d: NoNewPrivs %q, want 1", pid, got)
 	}
-	if !strings.Contains(string(status), "\nNoNewPrivs:\t1\n") {
-		t.Errorf("worker %d has no_new_privs unset", pid)
-	}
-	if want := fmt.Sprintf("\nNSpid:\t%d\t1\n", pid); !strings.Contains(string(status), want) {
-		t.Errorf("worker %d is not process 1 of a PID namespace of its own (status has no %q)", pid, strings.TrimSpace(want))
+	if got, want := statusField(t, pid, "NSpid"), fmt.Sprintf("%d\t1", pid); got != want {
+		t.Errorf("worker %d: NSpid %q, want %q (process 1 of a PID namespace of its own)", pid, got, want)
 	}
 }
 
 // checkUids fails unless pid's real, effective, saved and file system uids are all uid.
 func checkUids(t *testing.T, pid int, uid string) {
 	t.Helper()
+	uids := strings.Fields(statusField(t, pid, "Uid"))
+	if len(uids) != 4 || slices.ContainsFunc(uids, func(u string) bool { return u != uid }) {
+		t.Errorf("worker %d uids (real, effective, saved, fs) = %v, want all %s", pid, uids, uid)
+	}
+}
+
+// statusField is the value of key in /proc/<pid>/status, as the kernel writes it (tabs kept).
+func statusField(t *testing.T, pid int, key string) string {
+	t.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var uids []string
 	for _, l := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
-			uids = strings.Fields(rest)
+		if v, ok := strings.CutPrefix(l, key+":\t"); ok {
+			return v
 		}
 	}
-	if len(uids) != 4 || slices.ContainsFunc(uids, func(u string) bool { return u != uid }) {
-		t.Errorf("worker %d uids (real, effective, saved, fs) = %v, want all %s", pid, uids, uid)
-	}
+	return ""
 }
 
 // TestRelayLog: what the worker writes reaches bootd's log as bootd's own entries, and nothing
@@ -507,8 +495,7 @@ func TestRelayLog(t *testing.T) {
 // TestWorkerStopsWhenAskedOrKilled: cancelling closes the lifeline and a serving worker leaves by
 // itself; one that ignores its lifeline is killed after stopWait.
 func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
-	restore := stopWait
-	t.Cleanup(func() { stopWait = restore })
+	setFor(t, &stopWait, stopWait) // subtests set it; restored after
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
 	stubborn := filepath.Join(dir, "stubborn")
@@ -519,10 +506,7 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 	if err := os.WriteFile(stubborn, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := testExe(t)
 
 	t.Run("a serving worker leaves at the end of its lifeline", func(t *testing.T) {
 		stopWait = time.Minute // never reached: a kill would show as a stop this slow
@@ -564,10 +548,7 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 
 // TestWorkerDebugFollowsBootd: the worker sends debug entries only when bootd's log shows them.
 func TestWorkerDebugFollowsBootd(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := testExe(t)
 	for _, tt := range []struct {
 		level logrus.Level
 		debug bool
@@ -605,10 +586,7 @@ func TestWorkerDiesWithBootd(t *testing.T) {
 	}
 	addr := probe.LocalAddr().String()
 	probe.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := testExe(t)
 	root := ipxeDir(t)
 	parent := exec.Command(exe, "-test.run=^$")
 	parent.Env = append(os.Environ(), "TFTPD_TEST_PARENT="+addr, "TFTPD_TEST_ROOT="+root)
@@ -671,22 +649,16 @@ func TestWorkerWithoutPIDNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (the trial is only made as root); run it as root as CI does")
 	}
-	restore := newPIDNamespace
-	newPIDNamespace = syscall.CLONE_NEWUSER | syscall.CLONE_FS // EINVAL: the pair is refused
-	t.Cleanup(func() { newPIDNamespace = restore })
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	setFor(t, &newPIDNamespace, syscall.CLONE_NEWUSER|syscall.CLONE_FS) // EINVAL: the pair is refused
+	exe := testExe(t)
 	addr, hook, stop := startWorker(t, exe, ipxeDir(t))
 	checkServes(t, addr, "undionly.kpxe")
 	pids := workerPids(t)
 	if len(pids) != 1 {
 		t.Fatalf("%d workers, want 1", len(pids))
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
-	if err != nil || !strings.Contains(string(status), fmt.Sprintf("\nNSpid:\t%d\n", pids[0])) {
-		t.Errorf("worker %d is not in bootd's PID namespace (%v)", pids[0], err)
+	if got := statusField(t, pids[0], "NSpid"); got != strconv.Itoa(pids[0]) {
+		t.Errorf("worker %d: NSpid %q, want it in bootd's PID namespace alone", pids[0], got)
 	}
 	if e := hasEntry(hook, logrus.InfoLevel, "tftp listening (in its own process)"); e == nil {
 		t.Error("no listening entry")
@@ -724,4 +696,21 @@ func TestStartRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testExe is this test binary, which runs as a worker when started with the worker command.
+func testExe(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// setFor sets *p to v for the rest of the test.
+func setFor[T any](t *testing.T, p *T, v T) {
+	old := *p
+	*p = v
+	t.Cleanup(func() { *p = old })
 }
