@@ -64,12 +64,7 @@ func main() {
 		if errors.Is(err, errUsage) {
 			os.Exit(2)
 		}
-		// A status of its own, where a command's caller reads one (the TFTP worker's refusal).
-		var coded interface{ ExitCode() int }
-		if errors.As(err, &coded) {
-			os.Exit(coded.ExitCode())
-		}
-		os.Exit(1)
+		os.Exit(tftpd.ExitStatus(err))
 	}
 }
 

@@ -34,11 +34,7 @@ func TestMain(m *testing.M) {
 	if isWorker {
 		if err := RunWorker(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			var refused *RefusedError
-			if errors.As(err, &refused) {
-				os.Exit(refused.ExitCode()) // as bootd's main does
-			}
-			os.Exit(1)
+			os.Exit(ExitStatus(err)) // as bootd's main does
 		}
 		os.Exit(0)
 	}
@@ -713,4 +709,23 @@ func setFor[T any](t *testing.T, p *T, v T) {
 	old := *p
 	*p = v
 	t.Cleanup(func() { *p = old })
+}
+
+// TestExitStatus: bootd exits 3 only for the worker's refusal, and 1 for other errors, even one
+// that wraps another program's exit (ssh-keygen's, say).
+func TestExitStatus(t *testing.T) {
+	child := exec.Command("sh", "-c", "exit 7").Run()
+	for _, tt := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"refusal", fmt.Errorf("start: %w", &RefusedError{errors.New("may not open")}), ExitRefused},
+		{"another program's exit", fmt.Errorf("keygen: %w", child), 1},
+		{"plain", errors.New("x"), 1},
+	} {
+		if got := ExitStatus(tt.err); got != tt.want {
+			t.Errorf("%s: ExitStatus = %d, want %d", tt.name, got, tt.want)
+		}
+	}
 }

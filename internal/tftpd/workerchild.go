@@ -109,11 +109,18 @@ func confine() error {
 // worker as its own user (startRefused). Any other early exit is a failure to report.
 const ExitRefused = 3
 
-// RefusedError is RunWorker's error for a refusal: bootd's main exits with its ExitCode.
+// RefusedError is RunWorker's error for a refusal (ExitStatus: ExitRefused).
 type RefusedError struct{ Err error }
 
 func (e *RefusedError) Error() string { return e.Err.Error() }
 func (e *RefusedError) Unwrap() error { return e.Err }
 
-// ExitCode is the status the worker process exits with.
-func (e *RefusedError) ExitCode() int { return ExitRefused }
+// ExitStatus is the status bootd exits with after a command's error: ExitRefused for the
+// worker's refusal, 1 for anything else (not the status of some program the error wraps).
+func ExitStatus(err error) int {
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		return ExitRefused
+	}
+	return 1
+}
