@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -65,26 +66,23 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 	}
 	defer sock.Close()
 	cred, as := w.credential()
-	clone, pidns := w.pidNamespace()
-	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as, "pid_namespace": pidns}).Info("tftp listening (in its own process)")
-	if clone == 0 && os.Geteuid() == 0 {
-		w.Server.log.WithField("reason", pidns).Warn("tftp worker runs in bootd's PID namespace: what a compromised worker starts could outlive it")
-	}
+	l := &launch{cred: cred, clone: ownPIDNamespace()}
+	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
 	var deaths []time.Time
 	everReady := false
 	for {
-		ready, err := w.runOnce(ctx, sock, cred, clone)
+		ready, err := w.runOnce(ctx, sock, l)
 		everReady = everReady || ready
 		if ctx.Err() != nil {
 			return nil
 		}
-		if cred != nil && !everReady && startRefused(err) {
-			// It could not even start as nobody: a sandbox that forbids changing user, an ACL, a
+		if l.cred != nil && !everReady && startRefused(err) {
+			// It could not even start as its user: a sandbox that forbids changing user, an ACL, a
 			// group that may not read a file. Only that falls back, and only before any worker
-			// served as nobody: after that a worker's death (at a hostile packet, say, or killed
-			// by another of nobody's processes) never buys the next one root.
-			w.Server.log.WithError(err).Warn("tftp worker could not start as nobody; running it as bootd's own user")
-			cred = nil
+			// served as that user: after that a worker's death (at a hostile packet, say, or
+			// killed by another process of that user) never buys the next one root.
+			w.Server.log.WithError(err).Warn("tftp worker could not start as its user; running it as bootd's own")
+			l.cred = nil
 		}
 		deaths = append(recent(deaths, restartWindow), time.Now())
 		if len(deaths) > maxRestarts {
@@ -102,7 +100,7 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 // startRefused reports whether err, from a worker that never got ready, says it cannot run as
 // the user it was given: exec was refused, or it exited with ExitRefused (a file it may not
 // read). Nothing else does: not a signal, not another status (Go exits with 2 on a runtime
-// failure or an unhandled signal, which another process of nobody could send).
+// failure or an unhandled signal, which another process of its user could send).
 func startRefused(err error) bool {
 	if errors.Is(err, fs.ErrPermission) {
 		return true
@@ -124,35 +122,12 @@ func recent(ts []time.Time, window time.Duration) []time.Time {
 // runOnce starts one worker and returns when it exits, stopping it once ctx is done: it closes
 // the worker's lifeline, then kills it if it is still there after stopWait. ready reports whether
 // the worker got as far as serving.
-func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Credential, clone uintptr) (ready bool, err error) {
-	args := []string{WorkerCommand, "--ipxe-dir", w.Server.root, "--files", strings.Join(w.Server.files, ",")}
-	if w.debug() {
-		args = append(args, "--debug")
-	}
-	cmd := exec.Command(w.Exe, args...)
-	cmd.ExtraFiles = []*os.File{sock} // becomes fd 3
-	// The lifeline ends when bootd closes it or dies: unlike a signal, that needs no right to
-	// signal a process of another user (CAP_KILL). Pdeathsig is the second line.
-	lifeline, err := cmd.StdinPipe()
-	if err != nil {
-		return false, err
-	}
-	// Not child.Command: its context would kill the worker, which must stop through the
-	// lifeline (and may run as another user); Pdeathsig is set here as it sets it there.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred, Cloneflags: clone}
-	// A pipe of our own rather than StderrPipe, whose Wait would wait for the end of the log: a
-	// process the worker left behind holding its stderr could hold us too.
-	logs, logsW, err := os.Pipe()
-	if err != nil {
-		return false, err
-	}
-	defer logs.Close()
-	cmd.Stderr = logsW
-	err = cmd.Start()
-	logsW.Close() // the worker has its own copy
+func (w Worker) runOnce(ctx context.Context, sock *os.File, l *launch) (ready bool, err error) {
+	cmd, lifeline, logs, err := w.start(sock, l)
 	if err != nil {
 		return false, fmt.Errorf("start tftp worker: %w", err)
 	}
+	defer logs.Close()
 	readyCh, relayed := make(chan struct{}), make(chan struct{})
 	go func() {
 		relayLog(logs, w.Server.log, reservedKeys(w.Server.log), func() { close(readyCh) })
@@ -190,27 +165,77 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, cred *syscall.Creden
 	return true, nil
 }
 
+// launch is how workers are started: as whom, and in which PID namespace.
+type launch struct {
+	cred  *syscall.Credential // nil: as bootd
+	clone uintptr             // newPIDNamespace, or 0 once one could not be made
+}
+
 // newPIDNamespace is what the worker's clone asks for (a variable so tests can make it fail).
 var newPIDNamespace uintptr = syscall.CLONE_NEWPID
 
-// pidNamespace returns the clone flag that gives the worker a PID namespace of its own, in which
-// it is process 1: whatever a compromised worker starts dies with it (the kernel kills the
-// namespace's other processes when its first one ends), and it cannot signal processes outside.
-// It takes root, and a container or seccomp policy may forbid it, so a trial start decides (the
-// worker command's --help, killed at once: that it started is the answer); otherwise the worker
-// shares bootd's, and the second value says why.
-func (w Worker) pidNamespace() (uintptr, string) {
+// ownPIDNamespace gives a root bootd's worker a PID namespace of its own, in which it is process
+// 1: whatever a compromised worker starts dies with it (the kernel kills the namespace's other
+// processes when its first one ends), and it cannot signal processes outside. Making one takes
+// root.
+func ownPIDNamespace() uintptr {
 	if os.Geteuid() != 0 {
-		return 0, "no: bootd is not root"
+		return 0
 	}
-	trial := exec.Command(w.Exe, WorkerCommand, "--help")
-	trial.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Cloneflags: newPIDNamespace}
-	if err := trial.Start(); err != nil {
-		return 0, fmt.Sprintf("no: %v (a container or a seccomp policy may forbid new PID namespaces)", err)
+	return newPIDNamespace
+}
+
+// start starts a worker as l says. A PID namespace that cannot be made (a container or a seccomp
+// policy may forbid it) costs the namespace, not the worker: it is started again in bootd's, and
+// l keeps it there from then on, with a warning. When that start fails too, the namespace was not
+// the problem, and its error is the one returned.
+func (w Worker) start(sock *os.File, l *launch) (*exec.Cmd, io.WriteCloser, *os.File, error) {
+	cmd, lifeline, logs, err := w.startWith(sock, l.cred, l.clone)
+	if err == nil || l.clone == 0 {
+		return cmd, lifeline, logs, err
 	}
-	_ = trial.Process.Kill()
-	_ = trial.Wait()
-	return newPIDNamespace, "own"
+	cmd, lifeline, logs, err2 := w.startWith(sock, l.cred, 0)
+	if err2 != nil {
+		return nil, nil, nil, err2
+	}
+	w.Server.log.WithError(err).Warn("tftp worker runs in bootd's PID namespace (it could not have one of its own): what a compromised worker starts could outlive it")
+	l.clone = 0
+	return cmd, lifeline, logs, nil
+}
+
+// startWith starts one worker process, on sock as its fd 3, and returns it with its lifeline
+// (its stdin) and the read end of its log (its stderr).
+func (w Worker) startWith(sock *os.File, cred *syscall.Credential, clone uintptr) (*exec.Cmd, io.WriteCloser, *os.File, error) {
+	args := []string{WorkerCommand, "--ipxe-dir", w.Server.root, "--files", strings.Join(w.Server.files, ",")}
+	if w.debug() {
+		args = append(args, "--debug")
+	}
+	cmd := exec.Command(w.Exe, args...)
+	cmd.ExtraFiles = []*os.File{sock} // becomes fd 3
+	// The lifeline ends when bootd closes it or dies: unlike a signal, that needs no right to
+	// signal a process of another user (CAP_KILL). Pdeathsig is the second line.
+	lifeline, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Not child.Command: its context would kill the worker, which must stop through the
+	// lifeline (and may run as another user); Pdeathsig is set here as it sets it there.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred, Cloneflags: clone}
+	// A pipe of our own rather than StderrPipe, whose Wait would wait for the end of the log: a
+	// process the worker left behind holding its stderr could hold us too.
+	logs, logsW, err := os.Pipe()
+	if err != nil {
+		lifeline.Close()
+		return nil, nil, nil, err
+	}
+	cmd.Stderr = logsW
+	err = cmd.Start()
+	logsW.Close() // the worker has its own copy
+	if err != nil {
+		logs.Close()
+		return nil, nil, nil, err // Start closed the lifeline's pipe
+	}
+	return cmd, lifeline, logs, nil
 }
 
 func exitError(err error) error {
@@ -262,10 +287,10 @@ func (w Worker) credential() (*syscall.Credential, string) {
 		return nil, "bootd's own"
 	}
 	if blocker := notForOthers(w.Exe, 0o001); blocker != "" {
-		return nil, "root: other users may not run " + blocker + ", so nobody could not start the worker"
+		return nil, "root: other users may not run " + blocker + ", so the worker's user could not start it"
 	}
 	if blocker := w.Server.unreadableByOthers(); blocker != "" {
-		return nil, "root: " + blocker + " is not readable by other users, so nobody could not serve it"
+		return nil, "root: " + blocker + " is not readable by other users, so the worker's user could not serve it"
 	}
 	for _, name := range workerUsers {
 		if cred, ok := lookupCredential(name); ok {

@@ -22,9 +22,8 @@ import (
 // serves D on the socket inherited as fd 3 until its stdin ends (bootd closed it, or died), and
 // logs JSON lines to stderr for bootd to relay. It fails before serving when it cannot open one
 // of the files bootd found (it may run as another user): with status ExitRefused when it may not
-// (a permission error). SIGTERM, SIGINT, SIGHUP and SIGQUIT are ignored: the first two reach the
-// whole service at once, and bootd stops its worker itself; any of them would otherwise end it
-// with a status of its own before it serves, which bootd must not read as a refusal.
+// (a permission error). SIGTERM and SIGINT are ignored: they reach the whole service at once, and
+// bootd stops its worker itself.
 func RunWorker(args []string) error {
 	flags := cli.NewFlagSet(WorkerCommand, "Usage: bootd "+WorkerCommand+` --ipxe-dir D --files F,... [--debug]
 
@@ -37,7 +36,7 @@ it stops when its standard input ends.
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	signal.Ignore(syscall.SIGTERM, os.Interrupt, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Ignore(syscall.SIGTERM, os.Interrupt)
 	if err := confine(); err != nil {
 		return err
 	}
