@@ -97,6 +97,9 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := inv.Compact(); err != nil {
+		return nil, fmt.Errorf("inventory: fold the journal into the file: %w", err)
+	}
 	sec, err := secrets.Open(cfg.StateDir)
 	if err != nil {
 		return nil, err

@@ -66,9 +66,11 @@ type snapshot struct {
 // (the file's and its directory's), which is most of a DHCP ACK's wait in a boot storm
 // (BENCHMARKS.md). Once the journal has grown to maxJournal, the next write replaces the file
 // itself (temp file + fsync + rename + directory fsync) and empties the journal. Writes are
-// numbered (Seq); Open takes the file, then the newest journal line numbered above it. A crash
-// mid-append leaves a torn last line, which Open ignores; the next write then replaces the file
-// (compact), so nothing is ever appended after a torn line.
+// numbered (Seq); Open takes the file, or the journal's last complete line when it is numbered
+// above the file (every line holds the whole state, so the last one is all that counts); the
+// next write, or Compact (bootd calls it at start and at stop), folds that journal into the
+// file. A crash mid-append leaves a torn last line, which Open skips; nothing is ever appended
+// after it.
 type Store struct {
 	mu        sync.Mutex
 	path      string
@@ -78,7 +80,7 @@ type Store struct {
 
 	seq         uint64 // the number of the last write; kept apart from data.Seq, which a rolled-back change restores
 	journalSize int64  // bytes in the journal
-	compact     bool   // the next write replaces the file: the journal has a torn line or is unknown
+	compact     bool   // the next write replaces the file: Open found a journal, or the last append failed
 
 	gen      uint64               // generation of the in-memory state: bumped by each group-committed change
 	durable  uint64               // the newest generation known to be on disk
@@ -107,9 +109,11 @@ func Open(path string) (*Store, error) {
 	if err := s.load(); err != nil {
 		return nil, err
 	}
-	if err := s.replayJournal(); err != nil {
+	found, err := s.replayJournal()
+	if err != nil {
 		return nil, err
 	}
+	s.seq, s.compact = s.data.Seq, found // a journal found is folded into the file by Compact or the next write
 	return s, nil
 }
 
@@ -134,36 +138,34 @@ func (s *Store) load() error {
 
 func (s *Store) journalPath() string { return s.path + ".journal" }
 
-// replayJournal takes the newest journal line numbered above the state loaded so far. A last
-// line without its newline, or that does not parse, is an append a crash cut short: ignored.
-// Any journal left from the last run is folded into the file by the next write (compact).
-func (s *Store) replayJournal() error {
-	defer func() { s.seq = s.data.Seq }()
+// replayJournal takes the journal's last complete line if it is numbered above the state loaded
+// so far, and reports whether there was a journal with anything in it. A last line without its
+// newline, or that does not parse, is an append a crash cut short: the line before it counts.
+func (s *Store) replayJournal() (found bool, err error) {
 	b, err := os.ReadFile(s.journalPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read inventory journal: %w", err)
+		return false, fmt.Errorf("read inventory journal: %w", err)
 	}
-	s.compact = len(b) > 0
-	lines := bytes.SplitAfter(b, []byte("\n"))
-	for i, line := range lines {
+	for rest := b; len(bytes.TrimSpace(rest)) > 0; {
+		end := bytes.LastIndexByte(bytes.TrimRight(rest, "\n"), '\n') + 1 // start of the last line
+		line := rest[end:]
+		rest = rest[:end]
 		var rec snapshot
-		if err := json.Unmarshal(line, &rec); err != nil || !bytes.HasSuffix(line, []byte("\n")) {
-			if i < len(lines)-1 && len(bytes.TrimSpace(bytes.Join(lines[i+1:], nil))) > 0 {
-				return fmt.Errorf("inventory journal %s: line %d is damaged and more follows it (bootd never writes after a torn line: the disk or a hand edit damaged it); to fall back to the state before that line, remove it and everything after it", s.journalPath(), i+1)
-			}
-			return nil // the torn tail of the last append
+		if !bytes.HasSuffix(line, []byte("\n")) || json.Unmarshal(line, &rec) != nil {
+			continue // torn
 		}
 		if rec.Format != formatVersion {
-			return fmt.Errorf("inventory journal %s: line %d has format %d, this bootd reads format %d", s.journalPath(), i+1, rec.Format, formatVersion)
+			return true, fmt.Errorf("inventory journal %s: its last line has format %d, this bootd reads format %d", s.journalPath(), rec.Format, formatVersion)
 		}
 		if rec.Seq > s.data.Seq {
 			s.data = rec
 		}
+		return true, nil
 	}
-	return nil
+	return len(b) > 0, nil
 }
 
 // Path is the file the store writes.
@@ -197,8 +199,7 @@ func (s *Store) save() error {
 type stateWrite struct {
 	path    string
 	data    []byte
-	replace bool   // replace the file at path; else append to the journal at path
-	journal string // with replace: the journal, emptied once the file is replaced
+	replace bool // replace the file at path (and empty its journal); else append to the journal at path
 }
 
 // encode numbers the next write and serialises the state for it. Callers hold s.mu.
@@ -210,7 +211,7 @@ func (s *Store) encode() (stateWrite, error) {
 		if err != nil {
 			return stateWrite{}, fmt.Errorf("encode inventory: %w", err)
 		}
-		return stateWrite{path: s.path, data: append(b, '\n'), replace: true, journal: s.journalPath()}, nil
+		return stateWrite{path: s.path, data: append(b, '\n'), replace: true}, nil
 	}
 	b, err := json.Marshal(s.data) // one line: JSON strings escape their newlines
 	if err != nil {
@@ -255,7 +256,7 @@ func performWrite(w stateWrite) error {
 	if err := atomicfile.Write(w.path, w.data, 0o600); err != nil {
 		return fmt.Errorf("save inventory: %w", err)
 	}
-	if err := emptyJournal(w.journal); err != nil {
+	if err := emptyJournal(w.path + ".journal"); err != nil {
 		return fmt.Errorf("%w: %w", errJournalKept, err)
 	}
 	return nil
@@ -273,7 +274,7 @@ func emptyJournal(path string) error {
 	}
 	err = f.Truncate(0)
 	if err == nil {
-		err = unix.Fdatasync(int(f.Fd()))
+		err = datasync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -305,7 +306,7 @@ func appendSynced(path string, data []byte) error {
 		err = datasync(f)
 	}
 	if err != nil && f.Truncate(end) == nil {
-		_ = unix.Fdatasync(int(f.Fd()))
+		_ = datasync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -316,8 +317,10 @@ func appendSynced(path string, data []byte) error {
 	return err
 }
 
-// Compact folds the journal into the inventory file, so that after a clean stop the file alone
-// holds the state, to read, back up or edit by hand. It waits for a write in flight.
+// Compact folds the journal into the inventory file: at stop, so that the file alone holds the
+// state, to read, back up or edit by hand; at start, so that the first DHCP request after a
+// crash (likely one of a whole lab booting at once) does not pay for it. It waits for a write in
+// flight.
 func (s *Store) Compact() error {
 	s.lockIdle()
 	defer s.mu.Unlock()
