@@ -2,19 +2,16 @@ package imgbuild
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
+	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/rootfs"
-	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
 // The cache keeps what each image's last build used and no more. Every layer that changes adds a
@@ -43,23 +40,20 @@ func recordKept(cacheDir, image string, layers []rootfs.Result, rpmDigests []str
 // pruneCache removes the layer trees and packages that no image's record names. Callers hold the
 // cache lock.
 func pruneCache(cacheDir string, log logrus.FieldLogger) error {
-	keep, err := readKept(cacheDir)
+	layers, rpms, err := readKept(cacheDir)
 	if err != nil {
 		return err
 	}
-	trees, err := removeUnkept(filepath.Join(cacheDir, "layers"), keep, func(name string) bool { return sha256hex.Valid(name) }, removeTree)
+	trees, err := rootfs.PruneLayers(cacheDir, layers)
 	if err != nil {
 		return err
 	}
-	rpms, err := removeUnkept(filepath.Join(cacheDir, "rpms", "sha256"), keep, func(name string) bool {
-		hex, ok := strings.CutSuffix(name, ".rpm")
-		return ok && sha256hex.Valid(hex)
-	}, os.Remove)
+	pkgs, err := resolve.PruneCache(filepath.Join(cacheDir, "rpms"), rpms)
 	if err != nil {
 		return err
 	}
-	if trees+rpms > 0 {
-		log.WithFields(logrus.Fields{"layer_trees": trees, "packages": rpms}).Info("cache: removed what no image's last build used")
+	if trees+pkgs > 0 {
+		log.WithFields(logrus.Fields{"layer_trees": trees, "packages": pkgs}).Info("cache: removed what no image's last build used")
 	}
 	return nil
 }
@@ -76,64 +70,29 @@ func writeKept(cacheDir, image string, rec keptRecord) error {
 	return atomicfile.Write(filepath.Join(dir, image+".json"), append(data, '\n'), 0o644)
 }
 
-// readKept returns the names every record keeps: layer keys and "<hex>.rpm" file names. A record
-// that cannot be read stops the pruning rather than letting it remove what that image uses.
-func readKept(cacheDir string) (map[string]bool, error) {
+// readKept returns the layer keys and package hashes the records keep. A record that cannot be
+// read stops the pruning rather than letting it remove what that image uses.
+func readKept(cacheDir string) (layers, rpms map[string]bool, err error) {
 	files, err := filepath.Glob(filepath.Join(cacheDir, "kept", "*.json"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	keep := map[string]bool{}
+	layers, rpms = map[string]bool{}, map[string]bool{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var rec keptRecord
 		if err := json.Unmarshal(data, &rec); err != nil {
-			return nil, fmt.Errorf("cache record %s: %w (remove it, and the cache keeps what the other images use)", f, err)
+			return nil, nil, fmt.Errorf("cache record %s: %w (remove it, and the cache keeps what the other images use)", f, err)
 		}
 		for _, k := range rec.Layers {
-			keep[k] = true
+			layers[k] = true
 		}
 		for _, d := range rec.RPMs {
-			keep[d+".rpm"] = true
+			rpms[d] = true
 		}
 	}
-	return keep, nil
-}
-
-// removeUnkept removes, with remove, the entries of dir that ours accepts (a cache entry's name,
-// never a build's scratch directory or a file someone put there) and keep does not name.
-func removeUnkept(dir string, keep map[string]bool, ours func(string) bool, remove func(string) error) (int, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	removed := 0
-	for _, e := range entries {
-		if !ours(e.Name()) || keep[e.Name()] {
-			continue
-		}
-		if err := remove(filepath.Join(dir, e.Name())); err != nil {
-			return removed, fmt.Errorf("cache: remove %s: %w", e.Name(), err)
-		}
-		removed++
-	}
-	return removed, nil
-}
-
-// removeTree takes a layer tree out of the cache before removing it: a removal cut short (a
-// killed imgbuild, a file that cannot be removed) must not leave a partial tree under its key,
-// which a later build would take for the finished layer. The scratch name is one CleanStale
-// clears at the next build.
-func removeTree(path string) error {
-	scratch := filepath.Join(filepath.Dir(path), ".build-pruned-"+filepath.Base(path))
-	if err := os.Rename(path, scratch); err != nil {
-		return err
-	}
-	return os.RemoveAll(scratch)
+	return layers, rpms, nil
 }

@@ -46,7 +46,7 @@ type Builder struct {
 // Build applies steps in order and leaves a copy of the top layer's tree at dst (which must not
 // exist). Layers whose key is cached are reused; the others are built from their parent's tree.
 func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result, error) {
-	if err := CleanStale(filepath.Join(b.CacheDir, "layers"), ".build-"); err != nil {
+	if err := CleanStale(filepath.Join(b.CacheDir, "layers"), stagePrefix); err != nil {
 		return nil, err
 	}
 	results := make([]Result, 0, len(steps))
@@ -90,7 +90,7 @@ func (b *Builder) buildLayer(ctx context.Context, st Step, parent, dir string) e
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	stage, err := os.MkdirTemp(filepath.Dir(dir), ".build-"+st.Layer.Name+"-")
+	stage, err := os.MkdirTemp(filepath.Dir(dir), stagePrefix+st.Layer.Name+"-")
 	if err != nil {
 		return err
 	}

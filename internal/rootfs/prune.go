@@ -1,0 +1,44 @@
+package rootfs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/labcluster/gpucluster/internal/sha256hex"
+)
+
+// stagePrefix names a layer's scratch directory beside the cached trees, while it is built or
+// removed: Build clears what a killed build or removal left (CleanStale).
+const stagePrefix = ".build-"
+
+// PruneLayers removes the cached layer trees under cacheDir (as Builder.CacheDir) whose keys keep
+// does not hold, and returns how many it removed. Callers hold the cache, as for Build. A tree is
+// renamed to a scratch name before it is removed, so a removal cut short (a killed imgbuild, a
+// file that will not go) never leaves a partial tree under its key for a later build to reuse.
+func PruneLayers(cacheDir string, keep map[string]bool) (int, error) {
+	dir := filepath.Join(cacheDir, "layers")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, e := range entries {
+		if !sha256hex.Valid(e.Name()) || keep[e.Name()] {
+			continue // a scratch directory, or a tree still wanted
+		}
+		scratch := filepath.Join(dir, stagePrefix+"pruned-"+e.Name())
+		if err := os.Rename(filepath.Join(dir, e.Name()), scratch); err != nil {
+			return removed, err
+		}
+		if err := removeAll(scratch); err != nil {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
+}
