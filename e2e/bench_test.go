@@ -17,7 +17,7 @@ import (
 // not checked (the machine is shared); that every step ran, every machine finished and the
 // report came out, is.
 func TestBenchmarksRun(t *testing.T) {
-	requirePrereqs(t, "go", "dnf", "rpmbuild", "createrepo_c", "mksquashfs", "dnsmasq", "nginx", "ip")
+	requirePrereqs(t, "go", "dnf", "rpm", "rpmbuild", "createrepo_c", "modifyrepo_c", "mksquashfs", "cpio", "dnsmasq", "nginx", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	t.Run("image builds", func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
@@ -34,18 +35,13 @@ func newImgLab(ctx context.Context, t *testing.T) *imgLab {
 	dir := artifactDir(t)
 	l := &imgLab{dir: dir, log: logrus.New()}
 	l.log.SetLevel(logrus.WarnLevel)
-	for _, sub := range []string{"layers", "images"} {
-		if out, err := exec.Command("cp", "-a", filepath.Join("..", sub), filepath.Join(dir, sub)).CombinedOutput(); err != nil {
-			t.Fatalf("copy %s: %v %s", sub, err, out)
-		}
-	}
 	start := time.Now()
-	site, err := testrepo.StandInSite(ctx, dir, filepath.Join(dir, "layers"), l.image("master"), l.image("compute"))
+	site, err := testrepo.StandInTree(ctx, "..", dir, "master", "compute")
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.repo, l.site = site.Repo, site.Path
-	t.Logf("stand-in repository: %d packages for the %d the layers name, built in %s", site.Packages, site.Named, time.Since(start).Round(time.Second))
+	t.Logf("stand-in repository: %d packages for the %d the layers name, built in %s", site.Packages, len(site.Names), time.Since(start).Round(time.Second))
 	return l
 }
 
@@ -254,7 +250,7 @@ func checkCacheHolds(t *testing.T, cache string, builds ...*imgbuild.Report) {
 	}
 	have := map[string]bool{}
 	for _, e := range entries {
-		if len(e.Name()) == 64 {
+		if sha256hex.Valid(e.Name()) {
 			have[e.Name()] = true
 		}
 	}

@@ -21,8 +21,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +40,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 	"github.com/labcluster/gpucluster/internal/vlab"
 )
 
@@ -282,9 +281,8 @@ func sizeAndHash(path string) (int64, string, error) {
 		return 0, "", err
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	return n, hex.EncodeToString(h.Sum(nil)), err
+	sum, n, err := sha256hex.Of(f)
+	return n, sum, err
 }
 
 // addClients makes n machines on the lab's bridge, each a vlab host (own namespace, eth0 with

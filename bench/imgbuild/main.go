@@ -31,7 +31,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,7 +41,6 @@ import (
 	"github.com/labcluster/gpucluster/internal/imgbuild"
 	"github.com/labcluster/gpucluster/internal/pack"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
-	"github.com/labcluster/gpucluster/internal/spec"
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
@@ -147,13 +145,8 @@ func run(ctx context.Context, o options) (string, error) {
 
 // setup copies layers/ and images/ and builds the stand-in repository for the image.
 func (b *bench) setup(ctx context.Context) error {
-	for _, sub := range []string{"layers", "images"} {
-		if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(b.tree, sub), filepath.Join(b.dir, sub)).CombinedOutput(); err != nil {
-			return fmt.Errorf("copy %s: %v: %s", sub, err, out)
-		}
-	}
 	start := time.Now()
-	site, err := testrepo.StandInSite(ctx, b.dir, filepath.Join(b.dir, "layers"), b.imagePath())
+	site, err := testrepo.StandInTree(ctx, b.tree, b.dir, b.image)
 	if err != nil {
 		return err
 	}
@@ -209,9 +202,10 @@ func (b *bench) measure(ctx context.Context, i int) (figures, error) {
 	if err != nil {
 		return f, err
 	}
-	f.edited, f.rebuilt, f.layers = edited.Total, len(builtLayers(edited)), len(edited.Layers)
-	if len(builtLayers(edited)) == 0 || builtLayers(edited)[0] != b.layer {
-		return f, fmt.Errorf("after editing %s the rebuild built %v, want %s first", b.layer, builtLayers(edited), b.layer)
+	built := builtLayers(edited)
+	f.edited, f.rebuilt, f.layers = edited.Total, len(built), len(edited.Layers)
+	if len(built) == 0 || built[0] != b.layer {
+		return f, fmt.Errorf("after editing %s the rebuild built %v, want %s first", b.layer, built, b.layer)
 	}
 	err = b.byHand(ctx, i, &f)
 	progress("run %d: full %s, unchanged %s, %s edited %s (%d of %d layers), by hand %s + %s (gzip) or %s (zstd)",
@@ -252,7 +246,7 @@ func editLayer(path string, i int) error {
 // byHand installs the image's packages into an empty root with dnf in one transaction, then
 // packs the root with mksquashfs twice: with its defaults, and with imgbuild's compressor.
 func (b *bench) byHand(ctx context.Context, i int, f *figures) error {
-	env, names, err := b.handEnv(filepath.Join(b.dir, fmt.Sprintf("hand-%d", i)))
+	env, err := b.handEnv(filepath.Join(b.dir, fmt.Sprintf("hand-%d", i)))
 	if err != nil {
 		return err
 	}
@@ -260,7 +254,7 @@ func (b *bench) byHand(ctx context.Context, i int, f *figures) error {
 	if err := env.EnableModules(ctx); err != nil {
 		return err
 	}
-	if _, err := env.DNF(ctx, append([]string{"install"}, names...)...); err != nil {
+	if _, err := env.DNF(ctx, append([]string{"install"}, b.site.Names...)...); err != nil {
 		return err
 	}
 	f.handInstall = time.Since(start)
@@ -284,31 +278,14 @@ func squash(ctx context.Context, tree, out string, opts ...string) (time.Duratio
 	return took, size, err
 }
 
-// handEnv is dnf set up for the image's repositories (as the site file points them) and module
-// streams, on an empty root under dir, and the image's package names.
-func (b *bench) handEnv(dir string) (*rpmcmd.Env, []string, error) {
-	img, err := spec.LoadImage(b.imagePath())
-	if err != nil {
-		return nil, nil, err
+// handEnv is dnf set up on an empty root under dir for the stand-in site's repositories (each
+// at file://site.Repo, as the site file points them) and the module streams the layers enable.
+func (b *bench) handEnv(dir string) (*rpmcmd.Env, error) {
+	env := &rpmcmd.Env{Root: filepath.Join(dir, "root"), WorkDir: filepath.Join(dir, "work"), Modules: b.site.Streams, Log: b.log}
+	for _, id := range b.site.RepoIDs {
+		env.Repos = append(env.Repos, rpmcmd.Repo{ID: id, BaseURL: "file://" + b.site.Repo})
 	}
-	site, err := spec.LoadSite(b.site.Path)
-	if err != nil {
-		return nil, nil, err
-	}
-	plan, err := spec.Resolve(img, filepath.Join(b.dir, "layers"), site)
-	if err != nil {
-		return nil, nil, err
-	}
-	env := &rpmcmd.Env{Root: filepath.Join(dir, "root"), WorkDir: filepath.Join(dir, "work"), ReleaseVer: img.ReleaseVer, Arch: img.Arch, Log: b.log}
-	for _, r := range plan.Repos() {
-		env.Repos = append(env.Repos, rpmcmd.Repo{ID: r.ID, Name: r.Name, BaseURL: r.BaseURL, GPGKey: r.GPGKey, GPGCheck: r.GPGCheck})
-	}
-	for _, l := range plan.Layers {
-		env.Modules = append(env.Modules, l.Modules.Enable...)
-	}
-	slices.Sort(env.Modules)
-	env.Modules = slices.Compact(env.Modules)
-	return env, plan.PackageNames(), os.MkdirAll(env.Root, 0o755)
+	return env, os.MkdirAll(env.Root, 0o755)
 }
 
 func fileSize(path string) (int64, error) {

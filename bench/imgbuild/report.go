@@ -31,7 +31,7 @@ func report(o options, site testrepo.Site, runs []figures) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Image build: %s, median of %d runs\n\n", o.image, len(runs))
 	fmt.Fprintf(&b, "Stand-in repository: %d packages for the %d the layers name. By hand: `dnf --installroot` of the image's packages in one transaction, then `mksquashfs` with its defaults (gzip) or with imgbuild's compressor (`-comp zstd -Xcompression-level %d`); a script rebuilds everything every time.\n\n",
-		site.Packages, site.Named, pack.DefaultZstdLevel)
+		site.Packages, len(site.Names), pack.DefaultZstdLevel)
 	b.WriteString("| figure | imgbuild | by hand, gzip | ratio | by hand, zstd | ratio |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	row := func(name string, a, g, z time.Duration) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", name, seconds(a), seconds(g), a.Seconds()/g.Seconds(), seconds(z), a.Seconds()/z.Seconds())

@@ -36,13 +36,13 @@ func Read(pid int) (Stat, error) {
 	if len(f) < 13 {
 		return Stat{}, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want 13 or more", pid, len(f))
 	}
-	n := make([]int64, 13)
-	for _, k := range []int{1, 2, 11, 12} { // ppid, pgrp, utime, stime
-		if n[k], err = strconv.ParseInt(f[k], 10, 64); err != nil {
+	var ppid, pgrp, utime, stime int64
+	for k, v := range map[int]*int64{1: &ppid, 2: &pgrp, 11: &utime, 12: &stime} {
+		if *v, err = strconv.ParseInt(f[k], 10, 64); err != nil {
 			return Stat{}, fmt.Errorf("/proc/%d/stat: field %d: %w", pid, k+3, err)
 		}
 	}
-	return Stat{State: f[0], PPid: int(n[1]), PGrp: int(n[2]), CPU: time.Duration(n[11]+n[12]) * time.Second / clockTick}, nil
+	return Stat{State: f[0], PPid: int(ppid), PGrp: int(pgrp), CPU: time.Duration(utime+stime) * time.Second / clockTick}, nil
 }
 
 // Alive reports whether pid is a running process: it exists and is not a zombie.

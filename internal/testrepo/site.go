@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,10 +19,27 @@ var moduleStreams = map[string][]string{"nvidia-driver:open-dkms": {"nvidia-open
 // Site is a stand-in for every repository a tree's images name: one local repository holding a
 // stand-in for each package they install, and a site file that points each repository id there.
 type Site struct {
-	Repo     string // the repository directory
-	Path     string // the site file (imgbuild --site)
-	Named    int    // packages the images name
-	Packages int    // stand-ins built: those and what they need
+	Repo     string   // the repository directory
+	Path     string   // the site file (imgbuild --site): every id in RepoIDs at file://Repo
+	Names    []string // the packages the images name, sorted
+	RepoIDs  []string // the repositories they use, sorted
+	Streams  []string // the module streams their layers enable, sorted
+	Packages int      // stand-ins built: the named packages and what they need
+}
+
+// StandInTree copies src's layers/ and images/ into dir (so tests may edit them) and makes the
+// stand-in site there for the named images (images/<name>.toml).
+func StandInTree(ctx context.Context, src, dir string, images ...string) (Site, error) {
+	for _, sub := range []string{"layers", "images"} {
+		if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(src, sub), filepath.Join(dir, sub)).CombinedOutput(); err != nil {
+			return Site{}, fmt.Errorf("copy %s: %v: %s", sub, err, out)
+		}
+	}
+	paths := make([]string, len(images))
+	for i, name := range images {
+		paths[i] = filepath.Join(dir, "images", name+".toml")
+	}
+	return StandInSite(ctx, dir, filepath.Join(dir, "layers"), paths...)
 }
 
 // StandInSite builds, under dir, the repository and site file for the images (paths of image
@@ -41,7 +59,7 @@ func StandInSite(ctx context.Context, dir, layersDir string, images ...string) (
 		return Site{}, err
 	}
 	pkgs := Standins(names, kernel)
-	s := Site{Repo: filepath.Join(dir, "repo"), Path: filepath.Join(dir, "site.toml"), Named: len(names), Packages: len(pkgs)}
+	s := Site{Repo: filepath.Join(dir, "repo"), Path: filepath.Join(dir, "site.toml"), Names: names, RepoIDs: repoIDs, Streams: streams, Packages: len(pkgs)}
 	if err := Build(ctx, s.Repo, pkgs); err != nil {
 		return Site{}, err
 	}
