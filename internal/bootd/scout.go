@@ -42,8 +42,12 @@ const (
 	confirmTimeout = time.Millisecond
 )
 
+// watchRetry is the first wait before watching ARP again after an error; it doubles up to 30
+// times that (a variable for tests).
+var watchRetry = time.Second
+
 // scout keeps the free discovery addresses probed ahead of time, so a new client's OFFER waits
-// for no probe: it sweeps them all with ARP (one probe each, every scoutRefresh), and it watches
+// for no probe: it sweeps them all with ARP (one sweep every scoutRefresh, arpprobe's two probes per address), and it watches
 // every ARP packet on the segment, so a host that starts using a pool address between sweeps is
 // noticed the moment it sends one. It only vouches: the inventory still allocates
 // (DiscoveryLeaseFrom, preferring vouched addresses), so an address is never offered to two
@@ -114,7 +118,7 @@ func (s *scout) run(ctx context.Context) {
 // (the interface went down, say). Meanwhile the sweeps still vouch, and the re-probe before each
 // ACK still catches a host that came since.
 func (s *scout) watch(ctx context.Context) {
-	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+	for wait := watchRetry; ; wait = min(2*wait, 30*watchRetry) {
 		err := s.d.probe.Watch(ctx, s.sight)
 		if ctx.Err() != nil {
 			return

@@ -164,6 +164,9 @@ func TestScoutWatch(t *testing.T) {
 // The running scout: a watch that fails is started again, and an ARP packet from a free pool
 // address, through the watch's queue, gets the address held back and its sender logged.
 func TestScoutRunWatchesARP(t *testing.T) {
+	restore := watchRetry
+	watchRetry = 10 * time.Millisecond
+	t.Cleanup(func() { watchRetry = restore })
 	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}, arp: make(chan sighting), watchFails: 1}
 	d, hook := scoutDaemon(t, p)
 	ctx, cancel := context.WithCancel(context.Background())
