@@ -168,8 +168,9 @@ func (s *Store) LeaseOf(mac string) (Lease, error) {
 }
 
 // freeAddress finds the lowest pool address not held by an unexpired lease or a node, preferring
-// (when prefer is not nil) the lowest such address that prefer accepts. It stops at the first
-// preferred address: a storm's allocations each look at a few addresses, not the whole pool.
+// (when prefer is not nil) the lowest such address that prefer accepts. The walk stops at the
+// first preferred address, though the set of held addresses it checks against is built whole
+// (every live lease and node) each time.
 func (s *Store) freeAddress(pool Pool, now time.Time, prefer func(netip.Addr) bool) (netip.Addr, bool, error) {
 	var first netip.Addr
 	for a := range s.free(pool, now) {

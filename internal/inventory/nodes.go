@@ -185,8 +185,7 @@ func (s *Store) bind(req AssignRequest, m Machine) (Assignment, error) {
 	s.data.Nodes = append(s.data.Nodes, node)
 	slices.SortFunc(s.data.Nodes, func(a, b Node) int { return compareNames(a.Name, b.Name) })
 	s.data.Waiting = slices.DeleteFunc(slices.Clone(s.data.Waiting), func(w Machine) bool { return w.MAC == m.MAC })
-	if err := s.save(); err != nil {
-		s.data = old
+	if err := s.saveOr(old); err != nil {
 		return Assignment{}, err
 	}
 	return Assignment{Node: node, Replaced: replaced}, nil
@@ -202,8 +201,7 @@ func (s *Store) Unassign(name string) (Node, error) {
 	}
 	old, n := s.data, s.data.Nodes[i]
 	s.data.Nodes = slices.Delete(slices.Clone(s.data.Nodes), i, i+1)
-	if err := s.save(); err != nil {
-		s.data = old
+	if err := s.saveOr(old); err != nil {
 		return Node{}, err
 	}
 	return n, nil
@@ -225,18 +223,29 @@ func (s *Store) SetState(name string, st State) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
+	old := s.data
+	s.data.Nodes = slices.Clone(s.data.Nodes)
 	n := &s.data.Nodes[i]
 	n.LastSeen = s.now()
 	if n.State == st {
 		return *n, s.saveIf(false)
 	}
-	old := n.State
 	n.State = st
-	if err := s.save(); err != nil {
-		n.State = old
+	if err := s.saveOr(old); err != nil {
 		return Node{}, err
 	}
 	return *n, nil
+}
+
+// saveOr writes the state and, when that fails, puts old back: the state before the caller's
+// change, which it made to copies (slices.Clone), so old is intact. Callers hold s.mu, taken
+// with lockIdle.
+func (s *Store) saveOr(old snapshot) error {
+	if err := s.save(); err != nil {
+		s.data = old
+		return err
+	}
+	return nil
 }
 
 // compareNames orders node names the way people count: master, c1, c2, ..., c10.
@@ -270,8 +279,7 @@ func (s *Store) SetHardware(name string, hw Hardware) (Node, error) {
 	s.data.Nodes = slices.Clone(s.data.Nodes)
 	n := &s.data.Nodes[i]
 	n.Hardware, n.State, n.LastSeen = &hw, StateReady, s.now()
-	if err := s.save(); err != nil {
-		s.data = old
+	if err := s.saveOr(old); err != nil {
 		return Node{}, err
 	}
 	return *n, nil

@@ -37,7 +37,8 @@ func TestNetnsDo(t *testing.T) {
 		t.Fatalf("listen inside the namespace: %v", err)
 	}
 	defer ln.Close()
-	if _, err := net.Listen("tcp4", "10.250.0.1:0"); err == nil {
+	if l, err := net.Listen("tcp4", "10.250.0.1:0"); err == nil {
+		l.Close()
 		t.Error("the caller could bind the namespace's address: it is in the namespace too")
 	}
 	if now, _ := os.Readlink("/proc/thread-self/ns/net"); now != own {
