@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -257,5 +258,44 @@ func TestJournalThatCannotBeEmptied(t *testing.T) {
 		if err != nil || (fi.Size() == 0) != (i == 0) {
 			t.Fatalf("journal after write %d of the recovered disk: %v, %v; want empty after the first, a line after the second", i+1, fi, err)
 		}
+	}
+}
+
+// Every write-through puts the state back when its write fails: in memory and on disk the node
+// is as it was.
+func TestWriteThroughsRollBack(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(s *Store) error
+	}{
+		{"Assign", func(s *Store) error { _, err := s.Assign(req("c2", macB)); return err }},
+		{"Unassign", func(s *Store) error { _, err := s.Unassign("c1"); return err }},
+		{"SetState", func(s *Store) error { _, err := s.SetState("c1", StateUp); return err }},
+		{"SetHardware", func(s *Store) error { _, err := s.SetHardware("c1", Hardware{CPUs: 8}); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newStore(t)
+			see(t, s, macA, macB)
+			if _, err := s.Assign(req("c1", macA)); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := s.Snapshot()
+			healthy := datasync
+			datasync = func(*os.File) error { return errors.New("fdatasync: input/output error") }
+			err := tc.change(s)
+			datasync = healthy
+			if err == nil {
+				t.Fatal("the change succeeded with a failing disk")
+			}
+			after, _ := s.Snapshot()
+			d, err := Open(s.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			onDisk, _ := d.Snapshot()
+			if !reflect.DeepEqual(after, before) || len(onDisk) != 1 || onDisk[0].Name != "c1" || onDisk[0].State != before[0].State || onDisk[0].Hardware != nil {
+				t.Errorf("nodes after the failed %s: in memory %+v, on disk %+v; want both %+v", tc.name, after, onDisk, before)
+			}
+		})
 	}
 }
