@@ -107,10 +107,7 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 	if err != nil || l.Address.String() != "10.80.0.11" {
 		t.Fatalf("DiscoveryLease = %v %v, want 10.80.0.11 (10.80.0.10 held)", l.Address, err)
 	}
-	d, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := onDisk(t, path)
 	if ls := d.Leases(); len(ls) != 2 || !ls[0].Declined || ls[0].Address != held {
 		t.Fatalf("on disk: %+v, want the hold of 10.80.0.10 and the lease", ls)
 	}
@@ -168,10 +165,7 @@ func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := onDisk(t, path)
 	if _, err := d.LeaseOf(mac); err != nil {
 		t.Fatal(err)
 	}
@@ -222,10 +216,7 @@ func TestUnboundOfferBoundRequest(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	d, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := onDisk(t, path)
 	if got, err := d.LeaseOf(mac); err != nil || got.Address != r.l.Address {
 		t.Fatalf("on disk: %v %v; the bound call returned %s", got, err, r.l.Address)
 	}

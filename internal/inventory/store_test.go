@@ -26,6 +26,16 @@ func newStore(t *testing.T) (*Store, *clock) {
 	return s, c
 }
 
+// onDisk opens the inventory at path afresh: what a restarted bootd would load.
+func onDisk(t *testing.T, path string) *Store {
+	t.Helper()
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func see(t *testing.T, s *Store, macs ...string) {
 	t.Helper()
 	for _, m := range macs {
