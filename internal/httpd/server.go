@@ -135,7 +135,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		_ = srv.Shutdown(shut)
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(bulkListener{ln}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
