@@ -241,13 +241,14 @@ func (res results) markdown() string {
 		row("of which DISCOVER → OFFER, p50", ms(fb.Offer50), ms(fl.Offer50), ro, "", true, false)
 		rt := ratio(fb.TFTPRate, fl.TFTPRate)
 		row("TFTP throughput (all machines, while any transfers)", mbs(fb.TFTPRate), mbs(fl.TFTPRate), rt, "≥ 1.00 (no slower)", rt >= 1, true)
+		// One machine's transfer rate carries no target: it falls as more transfers share the
+		// server, and how many do is set by how fast DHCP lets the machines through (the next
+		// row). A machine's wait for its boot file, DHCP and TFTP together, carries it instead.
 		re := ratio(fb.TFTPEach, fl.TFTPEach)
-		row("TFTP throughput (one machine's transfer, median)", mbs(fb.TFTPEach), mbs(fl.TFTPEach), re, "≥ 1.00 (no slower)", re >= 1, true)
+		row("TFTP throughput (one machine's transfer, median)", mbs(fb.TFTPEach), mbs(fl.TFTPEach), re, "", true, false)
 		rf := ratio(fb.TFTPInFlight, fl.TFTPInFlight)
 		row("of which TFTP transfers at once (mean)", fmt.Sprintf("%.1f", fb.TFTPInFlight), fmt.Sprintf("%.1f", fl.TFTPInFlight), rf, "", true, false)
-		// DHCP and TFTP as one machine sees them: a sum of figures that carry targets above.
-		rb := ratio(float64(fb.BootFile50), float64(fl.BootFile50))
-		row("DISCOVER → boot file received, p50", ms(fb.BootFile50), ms(fl.BootFile50), rb, "", true, false)
+		lower("DISCOVER → boot file received, p50", fb.BootFile50, fl.BootFile50, ms)
 		rh := ratio(fb.HTTPRate, fl.HTTPRate)
 		row("HTTP throughput (all machines, while any transfers)", mbs(fb.HTTPRate), mbs(fl.HTTPRate), rh, "≥ 0.90 (within 10% of nginx)", rh >= 0.9, true)
 		rc := ratio(fb.CPU.Seconds(), fl.CPU.Seconds())

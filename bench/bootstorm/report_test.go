@@ -2,6 +2,8 @@ package main
 
 import (
 	"net"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +91,43 @@ func TestChaddrFilter(t *testing.T) {
 		if (n > 0) != tc.want {
 			t.Errorf("%s: accepted %d bytes, want accept=%v", tc.name, n, tc.want)
 		}
+	}
+}
+
+// The report holds each figure with a target to it, and only those: a machine's wait for its
+// boot file is a target, one machine's TFTP rate is shown without one.
+func TestTargets(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// Each machine: DHCP done at dhcpMS, TFTP of 72 KiB from then until tftpEndMS, HTTP after.
+	machines := func(dhcpMS, tftpEndMS int) []clientResult {
+		var cs []clientResult
+		for range 2 {
+			cs = append(cs, clientResult{Start: t0, DHCP: time.Duration(dhcpMS) * time.Millisecond,
+				LeasedIP: netip.MustParseAddr("10.80.0.10"), TFTPStart: at(dhcpMS), TFTPEnd: at(tftpEndMS),
+				TFTPBytes: 72 << 10, HTTPStart: at(tftpEndMS), HTTPEnd: at(tftpEndMS + 100), HTTPBytes: 1 << 20,
+				End: at(tftpEndMS + 100)})
+		}
+		return cs
+	}
+	res := results{machine: "test", rounds: []round{
+		// bootd: DHCP as fast, TFTP per machine twice as slow, so its boot file comes later.
+		{server: "bootd", n: 2, clients: machines(10, 50), wall: time.Second},
+		{server: "dnsmasq+nginx", n: 2, clients: machines(10, 30), wall: time.Second},
+	}}
+	md := res.markdown()
+	for _, tc := range []struct {
+		row    string
+		missed bool
+	}{
+		{"DISCOVER → boot file received, p50", true},
+		{"TFTP throughput (one machine's transfer, median)", false},
+		{"DHCP latency p50 (DISCOVER → ACK)", false},
+	} {
+		t.Run(tc.row, func(t *testing.T) {
+			if missed := strings.Contains(md, "- missed: N=2 "+tc.row+":"); missed != tc.missed {
+				t.Errorf("listed as missed: %v, want %v\n%s", missed, tc.missed, md)
+			}
+		})
 	}
 }
