@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
@@ -14,6 +15,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/bootd"
 	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/config"
+	"github.com/labcluster/gpucluster/internal/httpd"
 )
 
 const serveHelp = `Usage: bootd serve [--config F] [--interface IF] [--state-dir D] [--images D]
@@ -56,6 +58,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	sizeRuntime(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return bootd.Run(ctx, cfg, log)
@@ -98,4 +101,16 @@ func usageErr(err error) error {
 		return err
 	}
 	return errUsage
+}
+
+// sizeRuntime gives the Go runtime one P more per download copier thread, each of which holds
+// a P while inside sendfile (internal/httpd/bulk.go): without them, a boot storm's downloads
+// held every P and DHCP answers waited seconds. An admin's GOMAXPROCS stands.
+func sizeRuntime(log logrus.FieldLogger) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		log.WithField("gomaxprocs", runtime.GOMAXPROCS(0)).Info("GOMAXPROCS set in the environment: kept, with no Ps added for the download copiers")
+		return
+	}
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + httpd.ExtraProcs())
+	log.WithField("gomaxprocs", runtime.GOMAXPROCS(0)).Debug("go runtime sized for the download copiers")
 }

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -58,11 +57,6 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 		return err
 	}
 	d.logStart()
-	if os.Getenv("GOMAXPROCS") == "" { // an admin's explicit setting stands
-		// Downloads inside sendfile hold Ps (httpd.CopySlots): as many more for everything else.
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + httpd.CopySlots())
-		d.log.WithField("gomaxprocs", runtime.GOMAXPROCS(0)).Debug("go runtime sized for downloads")
-	}
 	g, ctx := errgroup.WithContext(ctx)
 	if d.scout != nil {
 		// The first sweep before any listener opens: from the first DISCOVER on, new clients get

@@ -6,69 +6,108 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"sync/atomic"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // In a boot storm the image downloads would take the CPU that DHCP, TFTP and the boot scripts
-// need to answer in time: on a few cores, with hundreds of downloads, the ACKs of machines still
-// in DHCP waited seconds (BENCHMARKS.md, "What changed", item 13). Two measures, both only felt
-// while the CPU is short:
+// need to answer in time: on two cores with 200 downloads, each sat in sendfile on a thread of
+// its own, the Go runtime's Ps were held by those system calls, and DHCP ACKs left seconds late
+// (BENCHMARKS.md, item 13). So every sendfile call of a download runs on one of a few copier
+// threads:
 //
-//   - copySlots: at most one sendfile call per core at a time. Go takes the P from a goroutine
-//     inside a system call and runs the next, so without a bound every download of the storm
-//     sat in sendfile on a thread of its own, and the kernel shared the cores evenly between
-//     those hundreds of threads and the one sending DHCP answers. More calls than cores copy no
-//     faster; nginx, one event loop per core, never has more either.
-//   - bulkNice: each sendfile call runs at nice +4, so a thread answering DHCP or a boot script
-//     gets the core first. Only the system call runs lowered: lowering a download's thread for
-//     the whole download (tried first) let the kernel preempt it while it ran Go code and held
-//     one of the runtime's Ps, and the DHCP goroutines queued on that P waited with it. A thread
-//     inside a system call holds no P that the runtime cannot take back.
+//   - as many as the runtime has Ps at start (at least two, so that one call waiting for the
+//     disk does not stop every download): more calls at once copy no faster, and nginx, one
+//     event loop per core, never has more either. `bootd serve` adds as many Ps (ExtraProcs),
+//     so calls in flight never hold them all;
+//   - each at nice +4 for good: a thread answering DHCP or a boot script gets a core first.
+//     Lowering a download's own thread for the whole download (tried first) let the kernel
+//     preempt it while it ran Go code and held a P, and the DHCP goroutines queued on that P
+//     waited with it. A copier runs nothing but its calls. Lowering needs no privilege.
 //
-// A download still gets every cycle nothing else wants, so on an idle or link-bound server it
-// copies as fast as before. The values were measured in `make bench`: 4 and 8 slots on 2 cores
-// left DHCP seconds late; nice +10 cost HTTP against nginx, +2 helped TFTP less.
+// A download still gets every cycle nothing else wants, so an idle or link-bound server copies as
+// fast as before; the calls queue only when more downloads are ready to send than there are
+// copiers.
 
-// bulkNice is how much lower than the rest of bootd a download's sendfile calls run.
-const bulkNice = 4
+// copierNice is how much lower than the rest of bootd the copier threads run.
+const copierNice = 4
 
-// copySlots bounds the sendfile calls in flight: one per core, at least two, so that one call
-// waiting for the disk (an image not yet in the page cache) does not stop every download.
-var copySlots = make(chan struct{}, max(runtime.NumCPU(), 2))
+// copiers is the number of copier threads: the Ps at start (cgroup limits included), at least 2.
+var copiers = max(runtime.GOMAXPROCS(0), 2)
 
-// CopySlots is how many downloads may be inside sendfile at once. Each holds a P of the Go
-// runtime until the runtime takes it back (sysmon, every 20 µs to 10 ms, itself a thread that
-// waits for a core): a server should have this many Ps beyond its usual ones, so that DHCP and
-// the boot scripts never wait for one.
-func CopySlots() int { return cap(copySlots) }
+// ExtraProcs is how many Go Ps a server should add for its downloads: one per copier, each of
+// which holds a P while inside sendfile until the runtime takes it back.
+func ExtraProcs() int { return copiers }
 
-// cannotRestore is set once a thread's priority could not be put back (bootd not root and
-// without CAP_SYS_NICE): later sendfile calls then run at normal priority rather than strand
-// lowered threads.
-var cannotRestore atomic.Bool
-
-// sendfileSyscall is sendfile(2); a variable so that tests can look at the thread during the call.
+// sendfileSyscall is sendfile(2); a variable so that tests can look at the thread during a call.
 var sendfileSyscall = unix.Sendfile
 
-// bulkListener hands out connections whose file downloads are sent as bulk (sendBulk).
+// copyJob is one sendfile call for a copier; the answer goes to done (buffered: a copier never
+// waits for the download that asked).
+type copyJob struct {
+	dst, src, count int
+	done            chan copyResult
+}
+
+type copyResult struct {
+	n   int
+	err error
+}
+
+var (
+	copyJobs     chan copyJob // unbuffered: a download waits until a copier is free
+	startCopiers sync.Once
+)
+
+// jobs starts the copiers on first use and returns their queue.
+func jobs() chan copyJob {
+	startCopiers.Do(func() {
+		copyJobs = make(chan copyJob)
+		for range copiers {
+			go copier(copyJobs)
+		}
+	})
+	return copyJobs
+}
+
+// copier runs sendfile calls on a thread of its own, lowered by copierNice (kept at its nice
+// where that cannot be changed).
+func copier(queue <-chan copyJob) {
+	runtime.LockOSThread() // never unlocked: the lowered thread serves nothing else
+	tid := unix.Gettid()
+	if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil {
+		nice := 20 - p // the raw system call answers 20 - nice
+		_ = unix.Setpriority(unix.PRIO_PROCESS, tid, min(nice+copierNice, 19))
+	}
+	for j := range queue {
+		n, err := sendfileSyscall(j.dst, j.src, nil, j.count)
+		j.done <- copyResult{n, err}
+	}
+}
+
+// bulkListener hands out connections whose file downloads are sent by the copiers.
 type bulkListener struct{ net.Listener }
 
 func (l bulkListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		return bulkConn{tc}, nil
 	}
-	return c, err
+	return c, nil
 }
 
 // bulkConn is a TCP connection whose ReadFrom, which net/http calls for a response body once
-// the headers are out, sends a regular file with sendBulk.
+// the headers are out, sends a regular file through the copiers.
 type bulkConn struct{ *net.TCPConn }
 
 // ReadFrom sends r's bytes: a regular file behind an io.LimitedReader (what ServeContent and
-// progressWriter hand down) with sendBulk, anything else through the TCP connection as usual.
+// progressWriter hand down) through the copiers, anything else through the TCP connection as
+// usual. Where sendfile cannot serve the pair at all, the connection's own ReadFrom does.
 func (c bulkConn) ReadFrom(r io.Reader) (int64, error) {
 	lr, ok := r.(*io.LimitedReader)
 	if !ok {
@@ -81,12 +120,21 @@ func (c bulkConn) ReadFrom(r io.Reader) (int64, error) {
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return c.TCPConn.ReadFrom(r)
 	}
-	return sendBulk(c.TCPConn, f, lr)
+	n, err := sendBulk(c.TCPConn, f, lr)
+	if n == 0 && unsupported(err) {
+		return c.TCPConn.ReadFrom(lr)
+	}
+	return n, err
 }
 
-// sendBulk copies up to lr.N bytes from f's current offset to dst with sendfile, each call in a
-// copy slot and at bulkNice, and counts them off lr.N. It keeps dst's write deadline:
-// RawConn.Write waits for the socket to drain and fails when the deadline passes.
+// unsupported is sendfile's answer for a pair of descriptors it cannot copy between.
+func unsupported(err error) bool {
+	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
+// sendBulk copies up to lr.N bytes from f's current offset to dst with sendfile calls on the
+// copiers, and counts them off lr.N. It keeps dst's write deadline: RawConn.Write waits for the
+// socket to drain and fails when the deadline passes.
 func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader) (written int64, err error) {
 	dstConn, err := dst.SyscallConn()
 	if err != nil {
@@ -105,21 +153,21 @@ func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader) (written int64
 			lr.N -= n
 			return !errors.Is(sendErr, unix.EAGAIN) // false: wait until dst can take more
 		})
-		if err != nil && sendErr == nil {
-			sendErr = err
+		if err != nil && (sendErr == nil || errors.Is(sendErr, unix.EAGAIN)) {
+			sendErr = err // the deadline passed while the socket was full
 		}
 	})
-	return written, errors.Join(ctlErr, sendErr)
+	if ctlErr != nil {
+		return written, ctlErr
+	}
+	return written, sendErr
 }
 
-// sendfile sends up to max bytes, calling sendfile(2) until max is sent, the file ends or the
-// socket is full (EAGAIN); each call waits for a copy slot and runs at bulkNice.
-func sendfile(dst, src int, max int64) (sent int64, err error) {
-	for sent < max {
-		slots := copySlots // a test may swap copySlots meanwhile: give back the slot taken
-		slots <- struct{}{}
-		n, err := lowered(func() (int, error) { return sendfileSyscall(dst, src, nil, int(min(max-sent, sendChunk))) })
-		<-slots
+// sendfile sends up to limit bytes, one copier call after another, until limit is sent, the file
+// ends or the socket is full (EAGAIN).
+func sendfile(dst, src int, limit int64) (sent int64, err error) {
+	for sent < limit {
+		n, err := onCopier(dst, src, int(min(limit-sent, sendChunk)))
 		if n > 0 {
 			sent += int64(n)
 		}
@@ -135,33 +183,25 @@ func sendfile(dst, src int, max int64) (sent int64, err error) {
 	return sent, nil
 }
 
-// lowered runs call with the calling thread's nice raised by bulkNice, then puts it back. nice
-// is per thread on Linux, so the goroutine stays on its thread meanwhile. Where the nice cannot
-// be changed, call still runs. Where it cannot be put back, the thread stays locked to the
-// goroutine, and Go ends it with the goroutine: no lowered thread serves anything else.
-func lowered(call func() (int, error)) (int, error) {
-	if cannotRestore.Load() {
-		return call()
+// onCopier runs one sendfile call on a copier. Waiting for a free copier is bounded like a
+// stalled send (sendTimeout): should the disk under every copier hang, downloads fail with a
+// timeout instead of piling up.
+func onCopier(dst, src, count int) (int, error) {
+	j := copyJob{dst: dst, src: src, count: count, done: make(chan copyResult, 1)}
+	select {
+	case jobs() <- j:
+	default:
+		t := time.NewTimer(sendTimeout)
+		defer t.Stop()
+		select {
+		case jobs() <- j:
+		case <-t.C:
+			return 0, os.ErrDeadlineExceeded
+		}
 	}
-	runtime.LockOSThread()
-	tid := unix.Gettid()
-	before, err := niceOf(tid)
-	if err != nil || unix.Setpriority(unix.PRIO_PROCESS, tid, min(before+bulkNice, 19)) != nil {
-		runtime.UnlockOSThread()
-		return call()
+	r := <-j.done
+	if r.err != nil {
+		return r.n, os.NewSyscallError("sendfile", r.err)
 	}
-	n, err := call()
-	if unix.Setpriority(unix.PRIO_PROCESS, tid, before) != nil {
-		cannotRestore.Store(true)
-		return n, err
-	}
-	runtime.UnlockOSThread()
-	return n, err
-}
-
-// niceOf is thread tid's nice value. The raw getpriority system call answers 20 - nice, so that
-// no valid answer is negative; x/sys returns it raw.
-func niceOf(tid int) (int, error) {
-	p, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-	return 20 - p, err
+	return r.n, nil
 }
