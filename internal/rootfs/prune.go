@@ -1,8 +1,6 @@
 package rootfs
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -19,26 +17,11 @@ const stagePrefix = ".build-"
 // file that will not go) never leaves a partial tree under its key for a later build to reuse.
 func PruneLayers(cacheDir string, keep map[string]bool) (int, error) {
 	dir := filepath.Join(cacheDir, "layers")
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	removed := 0
-	for _, e := range entries {
-		if !sha256hex.Valid(e.Name()) || keep[e.Name()] {
-			continue // a scratch directory, or a tree still wanted
+	return sha256hex.Prune(dir, "", keep, func(tree, key string) error {
+		scratch := filepath.Join(dir, stagePrefix+"pruned-"+key)
+		if err := os.Rename(tree, scratch); err != nil {
+			return err
 		}
-		scratch := filepath.Join(dir, stagePrefix+"pruned-"+e.Name())
-		if err := os.Rename(filepath.Join(dir, e.Name()), scratch); err != nil {
-			return removed, err
-		}
-		if err := removeAll(scratch); err != nil {
-			return removed, err
-		}
-		removed++
-	}
-	return removed, nil
+		return removeAll(scratch)
+	})
 }

@@ -1,13 +1,18 @@
 // Package sha256hex computes and recognises sha256 digests in the one form the project writes
-// them everywhere (manifests, lock files, layer digests, boot scripts): 64 lowercase hex digits.
+// them everywhere (manifests, lock files, layer digests, boot scripts, the names in its
+// content-addressed caches): 64 lowercase hex digits.
 package sha256hex
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Of returns the digest of everything r yields, and how many bytes that was.
@@ -46,4 +51,29 @@ func Valid(s string) bool {
 		}
 	}
 	return true
+}
+
+// Prune removes, with remove, the entries of dir named by a digest (plus suffix) that keep does
+// not hold, and returns how many it removed. Other names are left: scratch and partial files.
+// A missing dir holds nothing to prune.
+func Prune(dir, suffix string, keep map[string]bool, remove func(path, sum string) error) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, e := range entries {
+		sum, ok := strings.CutSuffix(e.Name(), suffix)
+		if !ok || !Valid(sum) || keep[sum] {
+			continue
+		}
+		if err := remove(filepath.Join(dir, e.Name()), sum); err != nil {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
 }

@@ -58,3 +58,49 @@ func TestValid(t *testing.T) {
 		})
 	}
 }
+
+// Prune removes exactly the digest-named entries (with the suffix) that keep does not hold.
+func TestPrune(t *testing.T) {
+	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	for _, tc := range []struct {
+		name, suffix string
+		files        []string
+		keep         map[string]bool
+		left         []string
+	}{
+		{"packages", ".rpm", []string{a + ".rpm", b + ".rpm", b + ".rpm.part", "notes"}, map[string]bool{a: true},
+			[]string{a + ".rpm", b + ".rpm.part", "notes"}},
+		{"trees", "", []string{a, b, ".build-" + b}, map[string]bool{b: true}, []string{".build-" + b, b}},
+		{"nothing kept", "", []string{a, b}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n, err := Prune(dir, tc.suffix, tc.keep, func(path, _ string) error { return os.Remove(path) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, _ := os.ReadDir(dir)
+			var left []string
+			for _, e := range entries {
+				left = append(left, e.Name())
+			}
+			if strings.Join(left, " ") != strings.Join(tc.left, " ") || n != len(tc.files)-len(tc.left) {
+				t.Errorf("left %v (removed %d), want %v", left, n, tc.left)
+			}
+		})
+	}
+	if n, err := Prune(filepath.Join(t.TempDir(), "missing"), "", nil, nil); n != 0 || err != nil {
+		t.Errorf("missing dir: %d, %v; want 0, nil", n, err)
+	}
+	stop := errors.New("stop")
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, a), nil, 0o644)
+	if _, err := Prune(dir, "", nil, func(string, string) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("remove's error: got %v", err)
+	}
+}
