@@ -31,7 +31,7 @@ type imgLab struct {
 
 func newImgLab(ctx context.Context, t *testing.T) *imgLab {
 	t.Helper()
-	requirePrereqs(t, "dnf", "rpm", "rpmbuild", "createrepo_c", "mksquashfs", "unsquashfs", "cpio")
+	requirePrereqs(t, "dnf", "rpm", "rpmbuild", "createrepo_c", "modifyrepo_c", "mksquashfs", "unsquashfs", "cpio")
 	dir := artifactDir(t)
 	l := &imgLab{dir: dir, log: logrus.New()}
 	l.log.SetLevel(logrus.WarnLevel)
@@ -78,7 +78,7 @@ func (l *imgLab) build(ctx context.Context, t *testing.T, image, out, cache, ver
 // contain, builds compute again from scratch for byte identity, edits a layer to check the
 // cache, and feeds it bad input.
 func TestImgbuild(t *testing.T) {
-	t.Setenv("SOURCE_DATE_EPOCH", "1763683200")
+	t.Setenv("SOURCE_DATE_EPOCH", testrepo.ImageEpoch)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	l := newImgLab(ctx, t)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/testrepo"
 	"github.com/labcluster/gpucluster/internal/vlab"
 )
 
@@ -63,7 +64,7 @@ type nodeBoot struct {
 func TestNodeBoot(t *testing.T) {
 	requirePrereqs(t, "qemu-system-x86_64", "ip", "go", "ldd")
 	requireFiles(t, vlab.OVMFPath, filepath.Join(vlab.IPXEDir, "ipxe.efi"), filepath.Join(vlab.IPXEDir, "undionly.kpxe"))
-	t.Setenv("SOURCE_DATE_EPOCH", "1763683200")
+	t.Setenv("SOURCE_DATE_EPOCH", testrepo.ImageEpoch)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 

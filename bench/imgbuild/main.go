@@ -79,16 +79,11 @@ func main() {
 }
 
 func checkEnv(o options) error {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root: rpm installs the image's files as their owners")
-	}
 	if o.runs < 1 {
 		return fmt.Errorf("--runs %d: want 1 or more", o.runs)
 	}
-	for _, tool := range []string{"dnf", "rpm", "rpmbuild", "createrepo_c", "modifyrepo_c", "mksquashfs", "cpio"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s not found: run ./scripts/setup-debian.sh", tool)
-		}
+	if err := testrepo.MissingTools("dnf", "modifyrepo_c", "mksquashfs", "cpio"); err != nil {
+		return err
 	}
 	for _, p := range []string{filepath.Join(o.tree, "images", o.image+".toml"), filepath.Join(o.tree, "layers", o.layer+".toml")} {
 		if _, err := os.Stat(p); err != nil {
@@ -115,7 +110,7 @@ func (b *bench) opts(cache, version string) imgbuild.Options {
 
 func run(ctx context.Context, o options) (string, error) {
 	// SOURCE_DATE_EPOCH as CI sets it: the builds are then reproducible, as they are there.
-	if err := os.Setenv("SOURCE_DATE_EPOCH", "1763683200"); err != nil {
+	if err := os.Setenv("SOURCE_DATE_EPOCH", testrepo.ImageEpoch); err != nil {
 		return "", err
 	}
 	dir, err := os.MkdirTemp("/var/tmp", "bench-imgbuild-")
@@ -278,13 +273,10 @@ func squash(ctx context.Context, tree, out string, opts ...string) (time.Duratio
 	return took, size, err
 }
 
-// handEnv is dnf set up on an empty root under dir for the stand-in site's repositories (each
-// at file://site.Repo, as the site file points them) and the module streams the layers enable.
+// handEnv is dnf set up on an empty root under dir for the stand-in site's repositories and the
+// module streams the layers enable.
 func (b *bench) handEnv(dir string) (*rpmcmd.Env, error) {
-	env := &rpmcmd.Env{Root: filepath.Join(dir, "root"), WorkDir: filepath.Join(dir, "work"), Modules: b.site.Streams, Log: b.log}
-	for _, id := range b.site.RepoIDs {
-		env.Repos = append(env.Repos, rpmcmd.Repo{ID: id, BaseURL: "file://" + b.site.Repo})
-	}
+	env := &rpmcmd.Env{Root: filepath.Join(dir, "root"), WorkDir: filepath.Join(dir, "work"), Repos: b.site.Repos(), Modules: b.site.Streams, Log: b.log}
 	return env, os.MkdirAll(env.Root, 0o755)
 }
 

@@ -185,11 +185,10 @@ func (r *resolver) resolveUpTo(ctx context.Context, i int, prev map[string]Packa
 	if err != nil {
 		return nil, fmt.Errorf("layer %s: %w", ly.Name, err)
 	}
-	for n, p := range prev {
+	for n := range prev {
 		if _, ok := set[n]; !ok {
 			return nil, fmt.Errorf("layer %s: resolving dropped %s, locked by an earlier layer", ly.Name, n)
 		}
-		set[n] = p
 	}
 	return set, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
 
@@ -39,13 +40,13 @@ func StandInTree(ctx context.Context, src, dir string, images ...string) (Site, 
 	for i, name := range images {
 		paths[i] = filepath.Join(dir, "images", name+".toml")
 	}
-	return StandInSite(ctx, dir, filepath.Join(dir, "layers"), paths...)
+	return standInSite(ctx, dir, filepath.Join(dir, "layers"), paths...)
 }
 
-// StandInSite builds, under dir, the repository and site file for the images (paths of image
+// standInSite builds, under dir, the repository and site file for the images (paths of image
 // TOMLs) of a tree whose layers are in layersDir: the real dnf and rpm then lock and build
 // them with no network.
-func StandInSite(ctx context.Context, dir, layersDir string, images ...string) (Site, error) {
+func standInSite(ctx context.Context, dir, layersDir string, images ...string) (Site, error) {
 	names, repoIDs, streams, err := planned(layersDir, images)
 	if err != nil {
 		return Site{}, err
@@ -67,8 +68,8 @@ func StandInSite(ctx context.Context, dir, layersDir string, images ...string) (
 		return Site{}, err
 	}
 	var site strings.Builder
-	for _, id := range repoIDs {
-		fmt.Fprintf(&site, "[repos.%s]\nbaseurl = \"file://%s\"\ngpgcheck = false\n\n", id, s.Repo)
+	for _, r := range s.Repos() {
+		fmt.Fprintf(&site, "[repos.%s]\nbaseurl = \"%s\"\ngpgcheck = false\n\n", r.ID, r.BaseURL)
 	}
 	return s, os.WriteFile(s.Path, []byte(site.String()), 0o644)
 }
@@ -109,4 +110,14 @@ func modules(streams []string) ([]Module, error) {
 		mods = append(mods, Module{Name: name, Stream: stream, Packages: pkgs})
 	}
 	return mods, nil
+}
+
+// Repos are the site's repositories as dnf takes them: every id the images name, at the one
+// stand-in repository. The site file says the same.
+func (s Site) Repos() []rpmcmd.Repo {
+	var repos []rpmcmd.Repo
+	for _, id := range s.RepoIDs {
+		repos = append(repos, rpmcmd.Repo{ID: id, BaseURL: "file://" + s.Repo})
+	}
+	return repos
 }

@@ -2,6 +2,8 @@ package testrepo
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,18 +13,30 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// NeedTools fails t unless it runs as root with rpmbuild, createrepo_c, rpm,
-// busybox and the extra tools on PATH, as on the build machines and in CI.
+// ImageEpoch is the SOURCE_DATE_EPOCH CI builds images with: tests and benchmarks set it
+// too, so their builds are reproducible as CI's are.
+const ImageEpoch = "1763683200"
+
+// NeedTools fails t unless MissingTools finds everything.
 func NeedTools(t testing.TB, extra ...string) {
 	t.Helper()
+	if err := MissingTools(extra...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// MissingTools says what is missing unless this runs as root with rpmbuild, createrepo_c, rpm,
+// busybox and the extra tools on PATH, as on the build machines and in CI.
+func MissingTools(extra ...string) error {
 	if os.Geteuid() != 0 {
-		t.Fatal("needs root (rpm --root, dnf --installroot and scriptlets chroot): run as root, as CI does")
+		return errors.New("needs root (rpm --root, dnf --installroot and scriptlets chroot): run as root, as CI does")
 	}
 	for _, tool := range append([]string{"rpmbuild", "createrepo_c", "rpm", Busybox}, extra...) {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("needs %s: %v (scripts/setup-debian.sh installs it)", tool, err)
+			return fmt.Errorf("needs %s: %w (scripts/setup-debian.sh installs it)", tool, err)
 		}
 	}
+	return nil
 }
 
 // Context returns a context for t's builds and installs: it ends after three
