@@ -187,18 +187,6 @@ func (s *Store) freeAddress(pool Pool, now time.Time, prefer func(netip.Addr) bo
 	return first, false, nil
 }
 
-// freeAddresses lists the lowest n (n < 0: all) free pool addresses, in order. Callers hold s.mu.
-func (s *Store) freeAddresses(pool Pool, now time.Time, n int) []netip.Addr {
-	var free []netip.Addr
-	for a := range s.free(pool, now) {
-		if len(free) == n {
-			break
-		}
-		free = append(free, a)
-	}
-	return free
-}
-
 // free yields the pool's addresses not held by an unexpired lease or a node, lowest first: the
 // walk stops where its caller does. Callers hold s.mu.
 func (s *Store) free(pool Pool, now time.Time) iter.Seq[netip.Addr] {
@@ -231,7 +219,14 @@ func (s *Store) usedAddresses(now time.Time) map[netip.Addr]bool {
 func (s *Store) FreeAddresses(pool Pool, n int) []netip.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.freeAddresses(pool, s.now(), n)
+	var free []netip.Addr
+	for a := range s.free(pool, s.now()) {
+		if len(free) == n {
+			break
+		}
+		free = append(free, a)
+	}
+	return free
 }
 
 // prunedFor returns the leases without expired ones, without mac's old one and without a lapsed

@@ -223,14 +223,16 @@ func (s *Store) SetState(name string, st State) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
+	if n := &s.data.Nodes[i]; n.State == st {
+		// Every boot script and hello asks: only the last-seen time moves, in place as See does,
+		// and it is written when the state on disk grows stale.
+		n.LastSeen = s.now()
+		return *n, s.saveIf(false)
+	}
 	old := s.data
 	s.data.Nodes = slices.Clone(s.data.Nodes)
 	n := &s.data.Nodes[i]
-	n.LastSeen = s.now()
-	if n.State == st {
-		return *n, s.saveIf(false)
-	}
-	n.State = st
+	n.LastSeen, n.State = s.now(), st
 	if err := s.saveOr(old); err != nil {
 		return Node{}, err
 	}

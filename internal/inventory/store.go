@@ -136,7 +136,10 @@ func (s *Store) load() error {
 	return nil
 }
 
-func (s *Store) journalPath() string { return s.path + ".journal" }
+func (s *Store) journalPath() string { return journalOf(s.path) }
+
+// journalOf is the journal beside the inventory file at path.
+func journalOf(path string) string { return path + ".journal" }
 
 // replayJournal takes the journal's last complete line if it is numbered above the state loaded
 // so far, and reports whether there was a journal with anything in it. A last line without its
@@ -256,7 +259,7 @@ func performWrite(w stateWrite) error {
 	if err := atomicfile.Write(w.path, w.data, 0o600); err != nil {
 		return fmt.Errorf("save inventory: %w", err)
 	}
-	if err := emptyJournal(w.path + ".journal"); err != nil {
+	if err := emptyJournal(journalOf(w.path)); err != nil {
 		return fmt.Errorf("%w: %w", errJournalKept, err)
 	}
 	return nil
