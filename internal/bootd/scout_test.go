@@ -16,6 +16,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
 var (
@@ -164,9 +165,7 @@ func TestScoutWatch(t *testing.T) {
 // The running scout: a watch that fails is started again, and an ARP packet from a free pool
 // address, through the watch's queue, gets the address held back and its sender logged.
 func TestScoutRunWatchesARP(t *testing.T) {
-	restore := watchRetry
-	watchRetry = 10 * time.Millisecond
-	t.Cleanup(func() { watchRetry = restore })
+	testhook.Set(t, &watchRetry, 10*time.Millisecond)
 	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}, arp: make(chan sighting), watchFails: 1}
 	d, hook := scoutDaemon(t, p)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -175,7 +174,7 @@ func TestScoutRunWatchesARP(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	a201 := netip.MustParseAddr("10.80.0.201")
 	select {
-	case p.arp <- sighting{a201, squatterMAC}: // taken only once the watch runs again (after 1 s)
+	case p.arp <- sighting{a201, squatterMAC}: // taken only once the watch runs again (after watchRetry)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watch was not started again after it failed")
 	}

@@ -14,15 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/testhook"
 	"golang.org/x/sys/unix"
 )
 
 // hookSendfile replaces sendfile(2) for one test. The copiers read the variable at each call.
 func hookSendfile(t *testing.T, hook func(dst, src int, off *int64, n int) (int, error)) {
 	t.Helper()
-	real := sendfileSyscall
-	sendfileSyscall = hook
-	t.Cleanup(func() { sendfileSyscall = real })
+	testhook.Set(t, &sendfileSyscall, hook)
 }
 
 // A file download's sendfile calls run on copier threads at copierNice, and no other thread of
@@ -204,9 +203,7 @@ func TestSendfileAnswers(t *testing.T) {
 // When every copier is stuck (a disk that does not answer), a download waiting for one gives up
 // after sendTimeout instead of piling up.
 func TestCopierWaitIsBounded(t *testing.T) {
-	oldTimeout := sendTimeout
-	sendTimeout = 50 * time.Millisecond
-	t.Cleanup(func() { sendTimeout = oldTimeout })
+	testhook.Set(t, &sendTimeout, 50*time.Millisecond)
 	release := make(chan struct{})
 	var stuck sync.WaitGroup
 	stuck.Add(copiers)

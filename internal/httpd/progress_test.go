@@ -9,14 +9,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
 // A download that stops moving is cut after sendTimeout; one that keeps reading gets every byte,
 // however long it takes in all.
 func TestStalledDownloadIsCut(t *testing.T) {
-	oldTimeout, oldChunk := sendTimeout, sendChunk
-	sendTimeout, sendChunk = 300*time.Millisecond, 1<<20
-	t.Cleanup(func() { sendTimeout, sendChunk = oldTimeout, oldChunk })
+	testhook.Set(t, &sendTimeout, 300*time.Millisecond)
+	testhook.Set(t, &sendChunk, 1<<20)
 
 	dir := t.TempDir()
 	const size = 64 << 20 // well past the loopback socket buffers

@@ -4,20 +4,29 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
 // swapWriteState replaces the state writer for one test.
 func swapWriteState(t *testing.T, w func(stateWrite) error) {
 	t.Helper()
-	old := writeState
-	writeState = w
-	t.Cleanup(func() { writeState = old })
+	testhook.Set(t, &writeState, w)
+}
+
+// failingDisk makes every fdatasync fail for t (or until the returned function heals the disk).
+func failingDisk(t *testing.T) (heal func()) {
+	t.Helper()
+	healthy := datasync
+	testhook.Set(t, &datasync, func(*os.File) error { return errors.New("fdatasync: input/output error") })
+	return func() { datasync = healthy }
 }
 
 var testPool = Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.249"), LeaseTime: 2 * time.Minute}

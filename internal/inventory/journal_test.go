@@ -160,9 +160,7 @@ func TestFailedWriteThroughStaysUndone(t *testing.T) {
 	if _, err := s.Assign(req("c1", macA)); err != nil {
 		t.Fatal(err)
 	}
-	old := datasync
-	datasync = func(*os.File) error { return errors.New("fdatasync: input/output error") }
-	t.Cleanup(func() { datasync = old })
+	heal := failingDisk(t)
 	if _, err := s.Assign(req("c2", macB)); err == nil {
 		t.Fatal("Assign succeeded with a failing disk")
 	}
@@ -172,7 +170,7 @@ func TestFailedWriteThroughStaysUndone(t *testing.T) {
 	}
 	// The disk recovers: the next write is numbered above everything written before the
 	// rollback (which restored the state's own number), so Open takes it.
-	datasync = old
+	heal()
 	if _, err := s.Assign(req("c2", macB)); err != nil {
 		t.Fatal(err)
 	}
@@ -219,9 +217,7 @@ func TestJournalThatCannotBeEmptied(t *testing.T) {
 	if _, err := s.DiscoveryLease(macA, testPool); err != nil { // one line in the journal
 		t.Fatal(err)
 	}
-	healthy := datasync
-	datasync = func(*os.File) error { return errors.New("fdatasync: input/output error") }
-	t.Cleanup(func() { datasync = healthy })
+	heal := failingDisk(t)
 	if err := s.Compact(); err != nil {
 		t.Fatalf("Compact with a journal that cannot be emptied = %v, want the file written", err)
 	}
@@ -234,7 +230,7 @@ func TestJournalThatCannotBeEmptied(t *testing.T) {
 	}
 	// The disk recovers: the next write replaces the file once more and empties the journal; the
 	// one after appends again.
-	datasync = healthy
+	heal()
 	for i, mac := range []string{macC, "52:54:00:00:00:0d"} {
 		if _, err := s.DiscoveryLease(mac, testPool); err != nil {
 			t.Fatal(err)
@@ -265,10 +261,9 @@ func TestWriteThroughsRollBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, _ := s.Snapshot()
-			healthy := datasync
-			datasync = func(*os.File) error { return errors.New("fdatasync: input/output error") }
+			heal := failingDisk(t)
 			err := tc.change(s)
-			datasync = healthy
+			heal()
 			if err == nil {
 				t.Fatal("the change succeeded with a failing disk")
 			}

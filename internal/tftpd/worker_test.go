@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/procstat"
+	"github.com/labcluster/gpucluster/internal/testhook"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 )
@@ -201,7 +202,7 @@ func hasEntry(hook *logtest.Hook, level logrus.Level, msg string) *logrus.Entry 
 // parent's logger at its own level with its fields, a killed worker is replaced (the socket
 // outlives it), and cancelling stops the worker.
 func TestWorkerServesRelaysAndRestarts(t *testing.T) {
-	setFor(t, &restartDelay, 50*time.Millisecond)
+	testhook.Set(t, &restartDelay, 50*time.Millisecond)
 	exe := testExe(t)
 	addr, hook, stop := startWorker(t, exe, ipxeDir(t))
 
@@ -242,7 +243,7 @@ func TestWorkerServesRelaysAndRestarts(t *testing.T) {
 // TestWorkerThatKeepsDying: a worker that cannot run is restarted a few times, its output is
 // relayed as errors, and then Serve gives up with the reason.
 func TestWorkerThatKeepsDying(t *testing.T) {
-	setFor(t, &restartDelay, 10*time.Millisecond)
+	testhook.Set(t, &restartDelay, 10*time.Millisecond)
 	broken := filepath.Join(t.TempDir(), "bootd")
 	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho 'panic: cannot serve' >&2\nexit 2\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -329,7 +330,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	if err := os.Chmod(filepath.Join(grouped, "ipxe.efi"), 0o604); err != nil {
 		t.Fatal(err)
 	}
-	setFor(t, &restartDelay, 10*time.Millisecond)
+	testhook.Set(t, &restartDelay, 10*time.Millisecond)
 	tests := []struct {
 		name, exe, root, uid, user string
 		fallback                   bool     // the first start as nobody fails, the next runs as root
@@ -350,7 +351,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 			if users == nil {
 				users = []string{"nobody"} // as on a host without bootd-tftp
 			}
-			setFor(t, &workerUsers, users)
+			testhook.Set(t, &workerUsers, users)
 			addr, hook, stop := startWorker(t, tt.exe, tt.root)
 			defer func() {
 				if t.Failed() {
@@ -495,7 +496,7 @@ func TestRelayLog(t *testing.T) {
 // TestWorkerStopsWhenAskedOrKilled: cancelling closes the lifeline and a serving worker leaves by
 // itself; one that ignores its lifeline is killed after stopWait.
 func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
-	setFor(t, &stopWait, stopWait) // subtests set it; restored after
+	testhook.Set(t, &stopWait, stopWait) // subtests set it; restored after
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
 	stubborn := filepath.Join(dir, "stubborn")
@@ -648,7 +649,7 @@ func TestWorkerWithoutPIDNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (only root asks for a PID namespace); run it as root as CI does")
 	}
-	setFor(t, &newPIDNamespace, syscall.CLONE_NEWUSER|syscall.CLONE_FS) // EINVAL: the pair is refused
+	testhook.Set(t, &newPIDNamespace, syscall.CLONE_NEWUSER|syscall.CLONE_FS) // EINVAL: the pair is refused
 	exe := testExe(t)
 	addr, hook, stop := startWorker(t, exe, ipxeDir(t))
 	checkServes(t, addr, "undionly.kpxe")
@@ -704,13 +705,6 @@ func testExe(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return exe
-}
-
-// setFor sets *p to v for the rest of the test.
-func setFor[T any](t *testing.T, p *T, v T) {
-	old := *p
-	*p = v
-	t.Cleanup(func() { *p = old })
 }
 
 // TestExitStatus: bootd exits 3 only for the worker's refusal, and 1 for other errors, even one
