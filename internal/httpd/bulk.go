@@ -77,14 +77,19 @@ func jobs() chan copyJob {
 func copier(queue <-chan copyJob) {
 	runtime.LockOSThread() // never unlocked: the lowered thread serves nothing else
 	tid := unix.Gettid()
-	if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil {
-		nice := 20 - p // the raw system call answers 20 - nice
+	if nice, err := niceOf(tid); err == nil {
 		_ = unix.Setpriority(unix.PRIO_PROCESS, tid, min(nice+copierNice, 19))
 	}
 	for j := range queue {
 		n, err := sendfileSyscall(j.dst, j.src, nil, j.count)
 		j.done <- copyResult{n, err}
 	}
+}
+
+// niceOf is thread tid's nice (0: the calling thread's). The raw system call answers 20 - nice.
+func niceOf(tid int) (int, error) {
+	p, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	return 20 - p, err
 }
 
 // bulkListener hands out connections whose file downloads are sent by the copiers.
@@ -105,9 +110,10 @@ func (l bulkListener) Accept() (net.Conn, error) {
 // the headers are out, sends a regular file through the copiers.
 type bulkConn struct{ *net.TCPConn }
 
-// ReadFrom sends r's bytes: a regular file behind an io.LimitedReader (what ServeContent and
-// progressWriter hand down) through the copiers, anything else through the TCP connection as
-// usual. Where sendfile cannot serve the pair at all, the connection's own ReadFrom does.
+// ReadFrom sends r's bytes: a file behind an io.LimitedReader (what ServeContent hands down, in
+// progressWriter's chunks; the handlers open only regular files) through the copiers, anything
+// else through the TCP connection as usual. Where sendfile cannot serve the pair at all, the
+// connection's own ReadFrom does.
 func (c bulkConn) ReadFrom(r io.Reader) (int64, error) {
 	lr, ok := r.(*io.LimitedReader)
 	if !ok {
@@ -115,9 +121,6 @@ func (c bulkConn) ReadFrom(r io.Reader) (int64, error) {
 	}
 	f, ok := lr.R.(*os.File)
 	if !ok {
-		return c.TCPConn.ReadFrom(r)
-	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return c.TCPConn.ReadFrom(r)
 	}
 	n, err := sendBulk(c.TCPConn, f, lr)
@@ -167,7 +170,7 @@ func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader) (written int64
 // ends or the socket is full (EAGAIN).
 func sendfile(dst, src int, limit int64) (sent int64, err error) {
 	for sent < limit {
-		n, err := onCopier(dst, src, int(min(limit-sent, sendChunk)))
+		n, err := onCopier(dst, src, int(limit-sent))
 		if n > 0 {
 			sent += int64(n)
 		}

@@ -113,12 +113,6 @@ func threadsAt(t *testing.T, nice int) int {
 	return n
 }
 
-// niceOf is thread tid's nice (0: the calling thread's). The raw system call answers 20 - nice.
-func niceOf(tid int) (int, error) {
-	p, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-	return 20 - p, err
-}
-
 // However many downloads run at once, no more sendfile calls are in flight than there are
 // copiers, and the downloads do share them (more than one call in flight).
 func TestCopiersBoundSendfile(t *testing.T) {
