@@ -1,4 +1,5 @@
-// Package procstat reads a process's state, parent, group and CPU time from /proc/<pid>/stat.
+// Package procstat reads a process's state, parent, group and CPU time from /proc/<pid>/stat, and
+// single fields of /proc/<pid>/status.
 package procstat
 
 import (
@@ -36,11 +37,16 @@ func Read(pid int) (Stat, error) {
 	if len(f) < 13 {
 		return Stat{}, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want 13 or more", pid, len(f))
 	}
-	var ppid, pgrp, utime, stime int64
-	for k, v := range map[int]*int64{1: &ppid, 2: &pgrp, 11: &utime, 12: &stime} {
-		if *v, err = strconv.ParseInt(f[k], 10, 64); err != nil {
-			return Stat{}, fmt.Errorf("/proc/%d/stat: field %d: %w", pid, k+3, err)
+	field := func(k int) int64 { // f[k] is field k+3 of proc(5)
+		v, perr := strconv.ParseInt(f[k], 10, 64)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("/proc/%d/stat: field %d: %w", pid, k+3, perr)
 		}
+		return v
+	}
+	ppid, pgrp, utime, stime := field(1), field(2), field(11), field(12)
+	if err != nil {
+		return Stat{}, err
 	}
 	return Stat{State: f[0], PPid: int(ppid), PGrp: int(pgrp), CPU: time.Duration(utime+stime) * time.Second / clockTick}, nil
 }
@@ -49,4 +55,19 @@ func Read(pid int) (Stat, error) {
 func Alive(pid int) bool {
 	s, err := Read(pid)
 	return err == nil && s.State != "Z"
+}
+
+// Status is the value of key in /proc/<pid>/status as the kernel writes it ("VmHWM" gives
+// "  1234 kB", tabs and spaces kept after the colon's tab), or "" when the file has no such key.
+func Status(pid int, key string) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+":\t"); ok {
+			return v, nil
+		}
+	}
+	return "", nil
 }

@@ -3,6 +3,7 @@ package procstat
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -57,5 +58,21 @@ func TestAlive(t *testing.T) {
 	_ = cmd.Wait()
 	if Alive(pid) {
 		t.Error("a reaped child counts as alive")
+	}
+}
+
+func TestStatus(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"Pid", strconv.Itoa(os.Getpid())},
+		{"NoSuchKey", ""},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			if got, err := Status(os.Getpid(), tc.key); got != tc.want || err != nil {
+				t.Errorf("Status(self, %s) = %q, %v; want %q", tc.key, got, err, tc.want)
+			}
+		})
+	}
+	if _, err := Status(-1, "Pid"); err == nil {
+		t.Error("Status of no process: no error")
 	}
 }

@@ -98,7 +98,7 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 }
 
 // startRefused reports whether err, from a worker that never got ready, says it cannot run as
-// the user it was given: exec was refused, or it exited with ExitRefused (a file it may not
+// the user it was given: exec was refused, or it exited with exitRefused (a file it may not
 // read). Nothing else does: not a signal, not another status (Go exits with 2 on a runtime
 // failure or an unhandled signal, which another process of its user could send).
 func startRefused(err error) bool {
@@ -106,7 +106,7 @@ func startRefused(err error) bool {
 		return true
 	}
 	var exit *exec.ExitError
-	return errors.As(err, &exit) && exit.ExitCode() == ExitRefused
+	return errors.As(err, &exit) && exit.ExitCode() == exitRefused
 }
 
 func recent(ts []time.Time, window time.Duration) []time.Time {
@@ -187,11 +187,12 @@ func ownPIDNamespace() uintptr {
 
 // start starts a worker as l says. A PID namespace that cannot be made (a container or a seccomp
 // policy may forbid it) costs the namespace, not the worker: it is started again in bootd's, and
-// l keeps it there from then on, with a warning. When that start fails too, the namespace was not
-// the problem, and its error is the one returned.
+// l keeps it there from then on, with a warning. Only the errors clone gives for a namespace it
+// may not or cannot make lead there: a passing shortage (EAGAIN, ENOMEM) or an exec refusal
+// does not cost the namespace. When the second start fails too, its error is the one returned.
 func (w Worker) start(sock *os.File, l *launch) (*exec.Cmd, io.WriteCloser, *os.File, error) {
 	cmd, lifeline, logs, err := w.startWith(sock, l.cred, l.clone)
-	if err == nil || l.clone == 0 {
+	if err == nil || l.clone == 0 || !namespaceRefused(err) {
 		return cmd, lifeline, logs, err
 	}
 	cmd, lifeline, logs, err2 := w.startWith(sock, l.cred, 0)
@@ -201,6 +202,17 @@ func (w Worker) start(sock *os.File, l *launch) (*exec.Cmd, io.WriteCloser, *os.
 	w.Server.log.WithError(err).Warn("tftp worker runs in bootd's PID namespace (it could not have one of its own): what a compromised worker starts could outlive it")
 	l.clone = 0
 	return cmd, lifeline, logs, nil
+}
+
+// namespaceRefused is clone's answer when a new PID namespace is forbidden (EPERM: no
+// CAP_SYS_ADMIN in a container; EINVAL: unsupported) or the namespaces ran out (ENOSPC, EUSERS).
+func namespaceRefused(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EPERM, syscall.EINVAL, syscall.ENOSPC, syscall.EUSERS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // startWith starts one worker process, on sock as its fd 3, and returns it with its lifeline
@@ -270,12 +282,12 @@ func reservedKeys(log logrus.FieldLogger) []string {
 	return keys
 }
 
-// WorkerUser is the system user the worker runs as when the host has it (dist/bootd.sysusers
+// workerUser is the system user the worker runs as when the host has it (dist/bootd.sysusers
 // creates it): a user of its own, which no other process shares. Without it, nobody.
-const WorkerUser = "bootd-tftp"
+const workerUser = "bootd-tftp"
 
 // workerUsers are tried in order (a variable for tests).
-var workerUsers = []string{WorkerUser, "nobody"}
+var workerUsers = []string{workerUser, "nobody"}
 
 // credential is whom the worker runs as: an unprivileged user (see workerUsers), when bootd runs
 // as root and anyone may run the binary and read the iPXE files, so a flaw in the handling of TFTP

@@ -309,7 +309,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 	// A binary refused to nobody in a way no permission bit shows (a sandbox, say): it exits as
 	// the worker does when it may not do its work as its user.
 	rootOnly := filepath.Join(open, "bootd-root-only")
-	script := fmt.Sprintf("#!/bin/sh\n[ \"$(id -u)\" = 0 ] || exit %d\nexec %s \"$@\"\n", ExitRefused, exe)
+	script := fmt.Sprintf("#!/bin/sh\n[ \"$(id -u)\" = 0 ] || exit %d\nexec %s \"$@\"\n", exitRefused, exe)
 	if err := os.WriteFile(rootOnly, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 				t.Fatalf("%d workers, want 1", len(pids))
 			}
 			checkUids(t, pids[0], tt.uid)
-			checkConfined(t, pids[0])
+			checkConfined(t, pids[0], tt.uid)
 			if tt.killed {
 				if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 					t.Fatal(err)
@@ -376,7 +376,7 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 				waitFor(t, "the next worker", func() bool { p := workerPids(t); return len(p) == 1 && p[0] != pids[0] })
 				fetch(t, addr, "undionly.kpxe")
 				checkUids(t, workerPids(t)[0], tt.uid)
-				checkConfined(t, workerPids(t)[0])
+				checkConfined(t, workerPids(t)[0], tt.uid)
 			}
 			if e := hasEntry(hook, logrus.InfoLevel, "tftp listening (in its own process)"); e == nil || e.Data["user"] != tt.user {
 				t.Errorf("listening entry = %v, want user %q", e, tt.user)
@@ -393,16 +393,18 @@ func TestWorkerRunsAsNobody(t *testing.T) {
 
 // checkConfined fails unless pid is not dumpable (the kernel then gives its /proc files to root,
 // whoever it runs as), has no_new_privs set and is process 1 of a PID namespace of its own.
-func checkConfined(t *testing.T, pid int) {
+func checkConfined(t *testing.T, pid int, uid string) {
 	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(fmt.Sprintf("/proc/%d/environ", pid), &st); err != nil {
-		t.Fatal(err)
-	}
-	// A dumpable worker's /proc files belong to its user; for one running as root they belong to
-	// root either way, so this tells only for the others.
-	if st.Uid != 0 {
-		t.Errorf("worker %d's /proc files belong to uid %d: it is dumpable, so its user's other processes may trace it", pid, st.Uid)
+	// A dumpable worker's /proc files belong to its user, a not dumpable one's to root: that
+	// tells only for a worker that does not run as root.
+	if uid != "0" {
+		var st syscall.Stat_t
+		if err := syscall.Stat(fmt.Sprintf("/proc/%d/environ", pid), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 0 {
+			t.Errorf("worker %d's /proc files belong to uid %d: it is dumpable, so its user's other processes may trace it", pid, st.Uid)
+		}
 	}
 	if got := statusField(t, pid, "NoNewPrivs"); got != "1" {
 		t.Errorf("worker %d: NoNewPrivs %q, want 1", pid, got)
@@ -424,16 +426,11 @@ func checkUids(t *testing.T, pid int, uid string) {
 // statusField is the value of key in /proc/<pid>/status, as the kernel writes it (tabs kept).
 func statusField(t *testing.T, pid int, key string) string {
 	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := procstat.Status(pid, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, key+":\t"); ok {
-			return v
-		}
-	}
-	return ""
+	return v
 }
 
 // TestRelayLog: what the worker writes reaches bootd's log as bootd's own entries, and nothing
@@ -672,7 +669,7 @@ func TestWorkerWithoutPIDNamespace(t *testing.T) {
 	}
 }
 
-// TestStartRefused: only exec's permission error and the worker's own ExitRefused mean "cannot
+// TestStartRefused: only exec's permission error and the worker's own exitRefused mean "cannot
 // run as this user"; a crash, a signal's default exit or a kill must never buy the next worker
 // bootd's own user.
 func TestStartRefused(t *testing.T) {
@@ -683,7 +680,7 @@ func TestStartRefused(t *testing.T) {
 		want bool
 	}{
 		{"exec refused", &os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EACCES}, true},
-		{"the worker's refusal", run(fmt.Sprintf("exit %d", ExitRefused)), true},
+		{"the worker's refusal", run(fmt.Sprintf("exit %d", exitRefused)), true},
 		{"an error exit", run("exit 1"), false},
 		{"Go's exit on a runtime failure or an unhandled signal", run("exit 2"), false},
 		{"killed", run("kill -9 $$"), false},
@@ -716,12 +713,34 @@ func TestExitStatus(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"refusal", fmt.Errorf("start: %w", &RefusedError{errors.New("may not open")}), ExitRefused},
+		{"refusal", fmt.Errorf("start: %w", &refusedError{errors.New("may not open")}), exitRefused},
 		{"another program's exit", fmt.Errorf("keygen: %w", child), 1},
 		{"plain", errors.New("x"), 1},
 	} {
 		if got := ExitStatus(tt.err); got != tt.want {
 			t.Errorf("%s: ExitStatus = %d, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// Only clone's refusals of a namespace cost the worker its PID namespace; a passing shortage
+// or exec's refusal is retried or handled as it is.
+func TestNamespaceRefused(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&os.SyscallError{Syscall: "clone", Err: syscall.EPERM}, true},
+		{syscall.EINVAL, true},
+		{syscall.ENOSPC, true},
+		{syscall.EAGAIN, false},
+		{syscall.ENOMEM, false},
+		{&os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EACCES}, false},
+	} {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			if got := namespaceRefused(tt.err); got != tt.want {
+				t.Errorf("namespaceRefused(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
 	}
 }

@@ -21,7 +21,7 @@ import (
 // RunWorker is the worker's side, `bootd tftp-worker --ipxe-dir D --files F,... [--debug]`: it
 // serves D on the socket inherited as fd 3 until its stdin ends (bootd closed it, or died), and
 // logs JSON lines to stderr for bootd to relay. It fails before serving when it cannot open one
-// of the files bootd found (it may run as another user): with status ExitRefused when it may not
+// of the files bootd found (it may run as another user): with status exitRefused when it may not
 // (a permission error). SIGTERM and SIGINT are ignored: they reach the whole service at once, and
 // bootd stops its worker itself.
 func RunWorker(args []string) error {
@@ -48,7 +48,7 @@ it stops when its standard input ends.
 	for _, name := range strings.Split(*files, ",") {
 		f, _, err := open(*root, name)
 		if errors.Is(err, fs.ErrPermission) {
-			return &RefusedError{fmt.Errorf("tftp worker may not serve %s as this user: %w", name, err)}
+			return &refusedError{fmt.Errorf("tftp worker may not serve %s as this user: %w", name, err)}
 		}
 		if err != nil {
 			return fmt.Errorf("tftp worker cannot serve %s: %w", name, err)
@@ -103,23 +103,23 @@ func confine() error {
 	return nil
 }
 
-// ExitRefused is the worker's exit status when it may not do its work as the user it runs as
+// exitRefused is the worker's exit status when it may not do its work as the user it runs as
 // (a file it may not open): only that, or exec refusing to start it, makes bootd run the next
 // worker as its own user (startRefused). Any other early exit is a failure to report.
-const ExitRefused = 3
+const exitRefused = 3
 
-// RefusedError is RunWorker's error for a refusal (ExitStatus: ExitRefused).
-type RefusedError struct{ Err error }
+// refusedError is RunWorker's error for a refusal (ExitStatus: exitRefused).
+type refusedError struct{ Err error }
 
-func (e *RefusedError) Error() string { return e.Err.Error() }
-func (e *RefusedError) Unwrap() error { return e.Err }
+func (e *refusedError) Error() string { return e.Err.Error() }
+func (e *refusedError) Unwrap() error { return e.Err }
 
-// ExitStatus is the status bootd exits with after a command's error: ExitRefused for the
+// ExitStatus is the status bootd exits with after a command's error: exitRefused for the
 // worker's refusal, 1 for anything else (not the status of some program the error wraps).
 func ExitStatus(err error) int {
-	var refused *RefusedError
+	var refused *refusedError
 	if errors.As(err, &refused) {
-		return ExitRefused
+		return exitRefused
 	}
 	return 1
 }
