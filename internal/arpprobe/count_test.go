@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mdlayher/packet"
-	"golang.org/x/sys/unix"
-
 	"github.com/labcluster/gpucluster/internal/vlab"
 )
 
@@ -39,12 +36,20 @@ func TestProbesSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	var wire *packet.Conn
+	// wire0 reads with the prober's own kind of socket, without Ethernet headers.
+	var wire *os.File
+	var probeMAC net.HardwareAddr
 	if err := n.Do(func() error {
 		ifi, err := net.InterfaceByName("wire0")
-		if err == nil {
-			wire, err = packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
+		if err != nil {
+			return err
 		}
+		probe0, err := net.InterfaceByName("probe0")
+		if err != nil {
+			return err
+		}
+		probeMAC = probe0.HardwareAddr
+		wire, err = open(ifi.Index)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -68,16 +73,16 @@ func TestProbesSent(t *testing.T) {
 			if err := n.Do(func() error { return tc.probe(context.Background()) }); err != nil {
 				t.Fatal(err)
 			}
-			if got := countProbes(t, wire); got != tc.want {
+			if got := countProbes(t, wire, Request(probeMAC, target)); got != tc.want {
 				t.Errorf("%d probes for %s on the wire, want %d", got, target, tc.want)
 			}
 		})
 	}
 }
 
-// countProbes reads what reached the wire until it is quiet for 100 ms and counts the ARP
-// probes for target.
-func countProbes(t *testing.T, wire *packet.Conn) int {
+// countProbes reads what reached the wire until it is quiet for 100 ms and counts the packets
+// that are probe (padding aside).
+func countProbes(t *testing.T, wire *os.File, probe []byte) int {
 	t.Helper()
 	count := 0
 	buf := make([]byte, 1500)
@@ -85,18 +90,12 @@ func countProbes(t *testing.T, wire *packet.Conn) int {
 		if err := wire.SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
-		n, _, err := wire.ReadFrom(buf)
+		n, err := wire.Read(buf)
 		if err != nil {
 			return count // quiet
 		}
-		if n >= 14 && isProbeFor(buf[14:n]) { // after the Ethernet header
+		if n >= len(probe) && bytes.Equal(buf[:len(probe)], probe) { // a link may pad the frame
 			count++
 		}
 	}
-}
-
-// isProbeFor reports whether an ARP payload is a request with sender 0.0.0.0 for target.
-func isProbeFor(b []byte) bool {
-	t := target.As4()
-	return len(b) >= 28 && b[7] == 1 && bytes.Equal(b[14:18], []byte{0, 0, 0, 0}) && bytes.Equal(b[24:28], t[:])
 }
