@@ -74,10 +74,8 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 // lockedDigests are the sha256 of every package the lock installs.
 func lockedDigests(lock *resolve.LockFile) []string {
 	var ds []string
-	for _, l := range lock.Layers {
-		for _, p := range l.Packages {
-			ds = append(ds, p.SHA256)
-		}
+	for _, p := range lock.Packages() {
+		ds = append(ds, p.SHA256)
 	}
 	return ds
 }

@@ -50,10 +50,7 @@ func Fetch(ctx context.Context, l *LockFile, baseURLs map[string]string, cacheDi
 	for id, u := range baseURLs {
 		bases[id] = u
 	}
-	var pkgs []Package
-	for _, ly := range l.Layers {
-		pkgs = append(pkgs, ly.Packages...)
-	}
+	pkgs := l.Packages()
 	f := &fetcher{dir: dir, bases: bases, progress: progress, total: int64(len(pkgs)),
 		out: make(map[string]string, len(pkgs)), client: http.DefaultClient}
 	g, gctx := errgroup.WithContext(ctx)

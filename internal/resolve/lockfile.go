@@ -35,6 +35,15 @@ type LockFile struct {
 	path string // where Read found it, for messages
 }
 
+// Packages are every layer's packages, in layer order.
+func (l *LockFile) Packages() []Package {
+	var pkgs []Package
+	for _, ly := range l.Layers {
+		pkgs = append(pkgs, ly.Packages...)
+	}
+	return pkgs
+}
+
 // LockRepo is a repository as it was when the image was locked.
 type LockRepo struct {
 	ID      string `json:"id"`
