@@ -8,15 +8,18 @@
 // get as far as the root image: DHCP DISCOVER/OFFER/REQUEST/ACK with vendor class
 // PXEClient:Arch:00000 over a raw socket (nclient4), TFTP of the boot file the ACK names
 // (undionly.kpxe), then HTTP of the image's kernel, initramfs and root file system (an artifact
-// written with internal/artifact, its rootfs random data). The clients all live in this one
-// process: a goroutine per machine creates its sockets from a thread switched into the machine's
-// namespace, so 200 machines cost 200 namespaces but no processes.
+// written with internal/artifact, its rootfs random data). Each N is stormed --repeat times per
+// server, the servers taking turns going first, and the report holds each figure's median: a
+// storm of 10 lasts about a second, and one storm's figures swing by ±15 % on a shared 2-core
+// machine. The clients all live in this one process: a goroutine per machine creates its sockets
+// from a thread switched into the machine's namespace, so 200 machines cost 200 namespaces but
+// no processes.
 //
 // It needs root and the Debian packages of scripts/setup-debian.sh (dnsmasq, nginx, ipxe,
 // linux-image-amd64, busybox-static). All traffic stays inside the namespaces it creates, and it
 // removes them and every process it started when it ends, also on error or Ctrl-C.
 //
-//	go run ./bench/bootstorm --bootd bin/bootd [--n 10,50,200] [--rootfs-mib 256] [--out FILE]
+//	go run ./bench/bootstorm --bootd bin/bootd [--n 10,50,200] [--repeat 5] [--rootfs-mib 256] [--out FILE]
 package main
 
 import (
@@ -52,10 +55,14 @@ func main() {
 		out       = flag.String("out", "", "also write the Markdown report to this file")
 		ping      = flag.Bool("dnsmasq-ping", false, "leave dnsmasq's ICMP check before an offer on (3 s per new client, serial)")
 		keep      = flag.Bool("keep", false, "keep the work directory (logs of every server) instead of removing it")
-		pcap      = flag.String("pcap", "", "record each storm's DHCP, TFTP and ARP packets on the bridge (tcpdump) into this directory, as N<n>-<server>.pcap")
+		pcap      = flag.String("pcap", "", "record each storm's DHCP, TFTP and ARP packets on the bridge (tcpdump) into this directory, as N<n>-<server>[-<pair>].pcap")
+		repeat    = flag.Int("repeat", 5, "storms per server and N; the report holds each figure's median (the servers take turns going first)")
 	)
 	flag.Parse()
 	sizes, err := parseSizes(*ns)
+	if err == nil && *repeat < 1 {
+		err = fmt.Errorf("--repeat %d: want at least 1 storm per server and N", *repeat)
+	}
 	if err == nil {
 		schedulePerMachine(sizes)
 	}
@@ -68,7 +75,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, keep: *keep, ping: *ping, pcap: *pcap})
+	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, repeat: *repeat, keep: *keep, ping: *ping, pcap: *pcap})
 	if report != "" {
 		fmt.Print(report)
 		if *out != "" {
@@ -87,6 +94,7 @@ type options struct {
 	bootd  string
 	sizes  []int
 	rootfs int64
+	repeat int // storms per server and N
 	keep   bool
 	ping   bool
 	pcap   string // directory for per-storm packet captures, or ""
@@ -194,19 +202,47 @@ func run(ctx context.Context, o options) (report string, err error) {
 			return res.markdown(), err
 		}
 		up = n
-		for _, s := range servers {
-			if err := ctx.Err(); err != nil {
-				return res.markdown(), err
+		for pair := range o.repeat {
+			for _, s := range turn(servers, pair) {
+				if err := ctx.Err(); err != nil {
+					return res.markdown(), err
+				}
+				r, err := storm(ctx, lab, s, clients[:n], spec, o.pcapBase(n, s, pair))
+				r.pair = pair
+				if err != nil {
+					return res.markdown(), fmt.Errorf("N=%d %s, storm %d of %d: %w", n, s.Name(), pair+1, o.repeat, err)
+				}
+				fmt.Fprintf(os.Stderr, "bootstorm: N=%d %s (%d of %d): %s\n", n, s.Name(), pair+1, o.repeat, r.summary())
+				res.rounds = append(res.rounds, r)
 			}
-			r, err := storm(ctx, lab, s, clients[:n], spec, o.pcap)
-			if err != nil {
-				return res.markdown(), fmt.Errorf("N=%d %s: %w", n, s.Name(), err)
-			}
-			fmt.Fprintf(os.Stderr, "bootstorm: N=%d %s: %s\n", n, s.Name(), r.summary())
-			res.rounds = append(res.rounds, r)
 		}
 	}
 	return res.markdown(), nil
+}
+
+// turn is the servers in the order they storm in the pair-th pair: they take turns going first,
+// so that whatever the first storm of a pair leaves behind (page cache, load, a warm CPU) does
+// not always favour the same server.
+func turn(servers []server, pair int) []server {
+	if pair%2 == 0 {
+		return servers
+	}
+	reversed := slices.Clone(servers)
+	slices.Reverse(reversed)
+	return reversed
+}
+
+// pcapBase is where storm pair of server s at N = n records its packets (without suffix), or ""
+// when not recording.
+func (o options) pcapBase(n int, s server, pair int) string {
+	if o.pcap == "" {
+		return ""
+	}
+	name := fmt.Sprintf("N%d-%s", n, strings.ReplaceAll(s.Name(), "+", "-"))
+	if o.repeat > 1 {
+		name += fmt.Sprintf("-%d", pair+1)
+	}
+	return filepath.Join(o.pcap, name)
 }
 
 // writeImage publishes the test image under work/bootd/images (bootd's --images; nginx's root is
@@ -304,14 +340,14 @@ func addClients(ctx context.Context, lab *vlab.Lab, n int) ([]*client, error) {
 	return out, nil
 }
 
-// storm boots the clients at once against a freshly started s and measures.
-func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec clientSpec, pcapDir string) (round, error) {
+// storm boots the clients at once against a freshly started s and measures; with pcapBase, it
+// records the storm's packets to pcapBase.pcap and its client timeline to pcapBase.timeline.
+func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec clientSpec, pcapBase string) (round, error) {
 	r := round{server: s.Name(), n: len(clients), load: loadavg()}
 	if err := resetClients(ctx, lab, clients); err != nil {
 		return r, err
 	}
-	if pcapDir != "" {
-		base := filepath.Join(pcapDir, fmt.Sprintf("N%d-%s", len(clients), strings.ReplaceAll(s.Name(), "+", "-")))
+	if base := pcapBase; base != "" {
 		stopCapture, err := capture(ctx, lab, base+".pcap")
 		if err != nil {
 			return r, err

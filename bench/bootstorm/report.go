@@ -11,6 +11,7 @@ import (
 type round struct {
 	server  string
 	n       int
+	pair    int // which of the N's storms for this server; the other server's storm of the same pair ran beside it
 	clients []clientResult
 	t0      time.Time
 	wall    time.Duration // barrier released .. last machine done
@@ -170,9 +171,8 @@ func (r round) timeline() string {
 	return b.String()
 }
 
-func ms(d time.Duration) string  { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
-func mib(b int64) float64        { return float64(b) / (1 << 20) }
-func ratio(a, b float64) float64 { return a / b }
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+func mib(b int64) float64       { return float64(b) / (1 << 20) }
 
 // results is the whole run.
 type results struct {
@@ -185,8 +185,103 @@ type results struct {
 // rssLimit is the target for bootd's peak RSS at the largest storm.
 const rssLimit = 100 << 20
 
-// markdown renders one table per N: each figure for bootd and the baseline, their ratio, and the
-// target it is held to. Targets are reported, never asserted: the machines are shared and noisy.
+// row is one figure of the report: how to read it off a storm and show it, and the target its
+// ratio bootd / baseline is held to (none when met is nil).
+type row struct {
+	name   string
+	value  func(figures) float64
+	show   func(float64) string
+	peak   bool // the largest of the storms, not their median (peak RSS)
+	target string
+	met    func(ratio, bootd float64) bool
+}
+
+// rows are the report's figures; the largest storm also holds bootd's peak RSS to rssLimit.
+func rows(largest bool) []row {
+	dur := func(get func(figures) time.Duration) func(figures) float64 {
+		return func(f figures) float64 { return float64(get(f)) }
+	}
+	showMS := func(v float64) string { return ms(time.Duration(v)) }
+	showS := func(v float64) string { return fmt.Sprintf("%.2f s", time.Duration(v).Seconds()) }
+	showMBs := func(v float64) string { return fmt.Sprintf("%.1f MB/s", v/1e6) }
+	noSlower := func(r, _ float64) bool { return r <= 1 }
+	noLessThroughput := func(r, _ float64) bool { return r >= 1 }
+	rss := row{name: "server peak RSS (VmHWM)", value: func(f figures) float64 { return float64(f.RSS) },
+		show: func(v float64) string { return fmt.Sprintf("%.1f MiB", mib(int64(v))) }, peak: true}
+	if largest {
+		rss.target, rss.met = "bootd < 100 MiB", func(_, bootd float64) bool { return bootd < rssLimit }
+	}
+	return []row{
+		{"time until all N are done", dur(func(f figures) time.Duration { return f.Wall }), showS, false, "≤ 1.00 (no slower)", noSlower},
+		{"DHCP latency p50 (DISCOVER → ACK)", dur(func(f figures) time.Duration { return f.DHCP50 }), showMS, false, "≤ 1.00 (no slower)", noSlower},
+		{"DHCP latency p99", dur(func(f figures) time.Duration { return f.DHCP99 }), showMS, false, "≤ 1.00 (no slower)", noSlower},
+		{"of which DISCOVER → OFFER, p50", dur(func(f figures) time.Duration { return f.Offer50 }), showMS, false, "", nil},
+		{"TFTP throughput (all machines, while any transfers)", func(f figures) float64 { return f.TFTPRate }, showMBs, false, "≥ 1.00 (no slower)", noLessThroughput},
+		// One machine's transfer rate carries no target: it falls as more transfers share the
+		// server, and how many do is set by how fast DHCP lets the machines through (the next
+		// row). A machine's wait for its boot file, DHCP and TFTP together, carries it instead.
+		{"TFTP throughput (one machine's transfer, median)", func(f figures) float64 { return f.TFTPEach }, showMBs, false, "", nil},
+		{"of which TFTP transfers at once (mean)", func(f figures) float64 { return f.TFTPInFlight }, func(v float64) string { return fmt.Sprintf("%.1f", v) }, false, "", nil},
+		{"DISCOVER → boot file received, p50", dur(func(f figures) time.Duration { return f.BootFile50 }), showMS, false, "≤ 1.00 (no slower)", noSlower},
+		{"HTTP throughput (all machines, while any transfers)", func(f figures) float64 { return f.HTTPRate }, showMBs, false, "≥ 0.90 (within 10% of nginx)", func(r, _ float64) bool { return r >= 0.9 }},
+		{"server CPU time (user + system)", dur(func(f figures) time.Duration { return f.CPU }), showS, false, "", nil},
+		rss,
+	}
+}
+
+// pairs are one N's storms, bootd's and the baseline's of the same pair side by side.
+type pairs struct {
+	bootd, baseline []round
+}
+
+// pairsByN groups the storms by N, in the order of the run, keeping only complete pairs (a run
+// that stops early reports what it finished).
+func (res results) pairsByN() (ns []int, byN map[int]pairs) {
+	type key struct{ n, pair int }
+	seen := map[key]map[string]round{}
+	var keys []key
+	for _, r := range res.rounds {
+		k := key{r.n, r.pair}
+		if seen[k] == nil {
+			seen[k] = map[string]round{}
+			keys = append(keys, k)
+		}
+		seen[k][r.server] = r
+	}
+	byN = map[int]pairs{}
+	for _, k := range keys {
+		bd, okB := seen[k]["bootd"]
+		bl, okL := seen[k]["dnsmasq+nginx"]
+		if !okB || !okL {
+			continue
+		}
+		p, known := byN[k.n]
+		if !known {
+			ns = append(ns, k.n)
+		}
+		p.bootd, p.baseline = append(p.bootd, bd), append(p.baseline, bl)
+		byN[k.n] = p
+	}
+	return ns, byN
+}
+
+// median is the middle value (the mean of the two middle ones for an even count).
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	m := len(s) / 2
+	if len(s)%2 == 0 {
+		return (s[m-1] + s[m]) / 2
+	}
+	return s[m]
+}
+
+// markdown renders one table per N: each figure for bootd and the baseline (the median of their
+// storms), the median of the pairs' ratios with their range, and the target it is held to.
+// Targets are reported, never asserted: the machines are shared and noisy.
 func (res results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Machine: %s.\n\n", res.machine)
@@ -196,80 +291,11 @@ func (res results) markdown() string {
 	}
 	fmt.Fprintf(&b, "Each machine: DHCP (BIOS PXE), TFTP `%s` (%.1f KiB, blksize %d), HTTP %s.\n",
 		res.spec.WantBoot, float64(res.spec.BootSize)/1024, tftpBlockSize, strings.Join(files, ", "))
-	byN := map[int]map[string]round{}
-	var ns []int
-	for _, r := range res.rounds {
-		if byN[r.n] == nil {
-			byN[r.n] = map[string]round{}
-			ns = append(ns, r.n)
-		}
-		byN[r.n][r.server] = r
-	}
-	maxN := slices.Max(append(ns, 0))
+	ns, byN := res.pairsByN()
+	maxN := slices.Max(append(slices.Clone(ns), 0))
 	var misses []string
 	for _, n := range ns {
-		bd, okB := byN[n]["bootd"]
-		bl, okL := byN[n]["dnsmasq+nginx"]
-		if !okB || !okL {
-			continue
-		}
-		fb, fl := bd.figures(), bl.figures()
-		fmt.Fprintf(&b, "\n### N = %d\n\n", n)
-		fmt.Fprintf(&b, "Load average (1, 5, 15 min) before the storms: bootd %s; baseline %s.\n\n", bd.load, bl.load)
-		b.WriteString("| figure | bootd | dnsmasq + nginx | bootd / baseline | target | met |\n")
-		b.WriteString("| --- | ---: | ---: | ---: | --- | --- |\n")
-		row := func(name, vb, vl string, rt float64, target string, met bool, hasTarget bool) {
-			m := "—"
-			if hasTarget {
-				m = "yes"
-				if !met {
-					m = "**no**"
-					misses = append(misses, fmt.Sprintf("N=%d %s: ratio %.2f, target %s", n, name, rt, target))
-				}
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s |\n", name, vb, vl, rt, target, m)
-		}
-		lower := func(name string, a, c time.Duration, unit func(time.Duration) string) {
-			r := ratio(float64(a), float64(c))
-			row(name, unit(a), unit(c), r, "≤ 1.00 (no slower)", r <= 1, true)
-		}
-		secs := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-		lower("time until all N are done", fb.Wall, fl.Wall, secs)
-		lower("DHCP latency p50 (DISCOVER → ACK)", fb.DHCP50, fl.DHCP50, ms)
-		lower("DHCP latency p99", fb.DHCP99, fl.DHCP99, ms)
-		ro := ratio(float64(fb.Offer50), float64(fl.Offer50))
-		row("of which DISCOVER → OFFER, p50", ms(fb.Offer50), ms(fl.Offer50), ro, "", true, false)
-		rt := ratio(fb.TFTPRate, fl.TFTPRate)
-		row("TFTP throughput (all machines, while any transfers)", mbs(fb.TFTPRate), mbs(fl.TFTPRate), rt, "≥ 1.00 (no slower)", rt >= 1, true)
-		// One machine's transfer rate carries no target: it falls as more transfers share the
-		// server, and how many do is set by how fast DHCP lets the machines through (the next
-		// row). A machine's wait for its boot file, DHCP and TFTP together, carries it instead.
-		re := ratio(fb.TFTPEach, fl.TFTPEach)
-		row("TFTP throughput (one machine's transfer, median)", mbs(fb.TFTPEach), mbs(fl.TFTPEach), re, "", true, false)
-		rf := ratio(fb.TFTPInFlight, fl.TFTPInFlight)
-		row("of which TFTP transfers at once (mean)", fmt.Sprintf("%.1f", fb.TFTPInFlight), fmt.Sprintf("%.1f", fl.TFTPInFlight), rf, "", true, false)
-		lower("DISCOVER → boot file received, p50", fb.BootFile50, fl.BootFile50, ms)
-		rh := ratio(fb.HTTPRate, fl.HTTPRate)
-		row("HTTP throughput (all machines, while any transfers)", mbs(fb.HTTPRate), mbs(fl.HTTPRate), rh, "≥ 0.90 (within 10% of nginx)", rh >= 0.9, true)
-		rc := ratio(fb.CPU.Seconds(), fl.CPU.Seconds())
-		row("server CPU time (user + system)", secs(fb.CPU), secs(fl.CPU), rc, "", true, false)
-		rr := ratio(float64(fb.RSS), float64(fl.RSS))
-		if n == maxN {
-			row("server peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", mib(fb.RSS)), fmt.Sprintf("%.1f MiB", mib(fl.RSS)), rr,
-				"bootd < 100 MiB", fb.RSS < rssLimit, true)
-		} else {
-			row("server peak RSS (VmHWM)", fmt.Sprintf("%.1f MiB", mib(fb.RSS)), fmt.Sprintf("%.1f MiB", mib(fl.RSS)), rr, "", true, false)
-		}
-		if fb.Failed+fl.Failed > 0 {
-			fmt.Fprintf(&b, "\nFailed machines: bootd %d, baseline %d.", fb.Failed, fl.Failed)
-			for _, f := range []figures{fb, fl} {
-				if f.FirstErr != nil {
-					fmt.Fprintf(&b, " First error: %v.", f.FirstErr)
-				}
-			}
-			b.WriteString("\n")
-			misses = append(misses, fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d)", n, fb.Failed, fl.Failed))
-		}
+		misses = append(misses, byN[n].table(&b, n, n == maxN)...)
 	}
 	b.WriteString("\n### Targets\n\n")
 	if len(misses) == 0 {
@@ -281,4 +307,97 @@ func (res results) markdown() string {
 	return b.String()
 }
 
-func mbs(r float64) string { return fmt.Sprintf("%.1f MB/s", r/1e6) }
+// table writes N = n's table to b and returns the targets it missed.
+func (p pairs) table(b *strings.Builder, n int, largest bool) (misses []string) {
+	k := len(p.bootd)
+	fmt.Fprintf(b, "\n### N = %d\n\n", n)
+	if k > 1 {
+		fmt.Fprintf(b, "%d storms per server, the servers taking turns going first. bootd and baseline: the median of their storms (peak RSS: the largest); bootd / baseline: the median of the %d pairs' ratios, and their range.\n\n", k, k)
+	}
+	fmt.Fprintf(b, "Load average (1 min) before each storm: bootd %s; baseline %s.\n\n", loads(p.bootd), loads(p.baseline))
+	rangeHead, rangeRule := "", ""
+	if k > 1 {
+		rangeHead, rangeRule = " range |", " ---: |"
+	}
+	fmt.Fprintf(b, "| figure | bootd | dnsmasq + nginx | bootd / baseline |%s target | met |\n", rangeHead)
+	fmt.Fprintf(b, "| --- | ---: | ---: | ---: |%s --- | --- |\n", rangeRule)
+	fb, fl := figuresOf(p.bootd), figuresOf(p.baseline)
+	for _, r := range rows(largest) {
+		vb, vl, ratios := make([]float64, k), make([]float64, k), make([]float64, k)
+		for i := range k {
+			vb[i], vl[i] = r.value(fb[i]), r.value(fl[i])
+			ratios[i] = vb[i] / vl[i]
+		}
+		aggB, aggL, rt := median(vb), median(vl), median(ratios)
+		if r.peak {
+			aggB, aggL = slices.Max(vb), slices.Max(vl)
+			rt = aggB / aggL
+		}
+		met := "—"
+		if r.met != nil {
+			met = "yes"
+			if !r.met(rt, aggB) {
+				met = "**no**"
+				misses = append(misses, fmt.Sprintf("N=%d %s: ratio %.2f%s, target %s", n, r.name, rt, over(ratios), r.target))
+			}
+		}
+		cell := ""
+		if k > 1 {
+			cell = fmt.Sprintf(" %.2f–%.2f |", slices.Min(ratios), slices.Max(ratios))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.2f |%s %s | %s |\n", r.name, r.show(aggB), r.show(aggL), rt, cell, r.target, met)
+	}
+	if nb, nl, text := failures(fb, fl); nb+nl > 0 {
+		fmt.Fprintf(b, "\n%s\n", text)
+		misses = append(misses, fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d)", n, nb, nl))
+	}
+	return misses
+}
+
+func figuresOf(rs []round) []figures {
+	fs := make([]figures, len(rs))
+	for i, r := range rs {
+		fs[i] = r.figures()
+	}
+	return fs
+}
+
+// over describes a ratio's pairs for the list of misses: "" for one pair.
+func over(ratios []float64) string {
+	if len(ratios) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (median of %d pairs, %.2f–%.2f)", len(ratios), slices.Min(ratios), slices.Max(ratios))
+}
+
+// loads is the 1-minute load average before each storm: other work on the machine skews figures.
+func loads(rs []round) string {
+	var l []string
+	for _, r := range rs {
+		l = append(l, strings.Fields(r.load + " ?")[0])
+	}
+	return strings.Join(l, ", ")
+}
+
+// failures counts the machines of each server that did not boot, over every storm, and says so
+// with the first error of each.
+func failures(bootd, baseline []figures) (nb, nl int, text string) {
+	count := func(fs []figures) (n int, first error) {
+		for _, f := range fs {
+			n += f.Failed
+			if first == nil {
+				first = f.FirstErr
+			}
+		}
+		return n, first
+	}
+	nb, eb := count(bootd)
+	nl, el := count(baseline)
+	text = fmt.Sprintf("Failed machines: bootd %d, baseline %d.", nb, nl)
+	for _, err := range []error{eb, el} {
+		if err != nil {
+			text += fmt.Sprintf(" First error: %v.", err)
+		}
+	}
+	return nb, nl, text
+}

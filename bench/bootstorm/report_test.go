@@ -131,3 +131,84 @@ func TestTargets(t *testing.T) {
 		})
 	}
 }
+
+// With several storms per server, a figure is judged on the median of the pairs' ratios: one bad
+// pair out of three does not miss a target, two do, and the report shows the range.
+func TestMedianOfPairs(t *testing.T) {
+	storms := func(server string, walls ...float64) []round {
+		var rs []round
+		for i, w := range walls {
+			rs = append(rs, round{server: server, n: 2, pair: i, wall: time.Duration(w * float64(time.Second)), load: "0.50 0.40 0.30"})
+		}
+		return rs
+	}
+	for _, tc := range []struct {
+		name          string
+		bootd         []float64
+		missed        bool
+		ratio, spread string
+	}{
+		{"one slow pair of three", []float64{1.0, 1.0, 2.0}, false, "| 0.91 |", "| 0.91–1.82 |"},
+		{"two slow pairs of three", []float64{1.0, 2.0, 2.2}, true, "| 1.82 |", "| 0.91–2.00 |"},
+		{"two pairs: the mean of both", []float64{1.0, 1.32}, true, "| 1.05 |", "| 0.91–1.20 |"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			baseline := make([]float64, len(tc.bootd))
+			for i := range baseline {
+				baseline[i] = 1.1
+			}
+			res := results{machine: "test", rounds: append(storms("bootd", tc.bootd...), storms("dnsmasq+nginx", baseline...)...)}
+			md := res.markdown()
+			line := md[strings.Index(md, "| time until all N are done"):]
+			line = line[:strings.IndexByte(line, '\n')]
+			if !strings.Contains(line, tc.ratio) || !strings.Contains(line, tc.spread) {
+				t.Errorf("row %q: want ratio %s and range %s", line, tc.ratio, tc.spread)
+			}
+			if missed := strings.Contains(md, "- missed: N=2 time until all N are done:"); missed != tc.missed {
+				t.Errorf("missed: %v, want %v\n%s", missed, tc.missed, md)
+			}
+		})
+	}
+}
+
+// Peak RSS is the largest of the storms, held to its limit at the largest N only; a storm whose
+// partner never ran (the run stopped) is left out.
+func TestPeakRSSAndIncompletePairs(t *testing.T) {
+	r := func(server string, n, pair int, rss int64) round {
+		return round{server: server, n: n, pair: pair, wall: time.Second, hwm: rss}
+	}
+	res := results{machine: "test", rounds: []round{
+		r("bootd", 2, 0, 40<<20), r("dnsmasq+nginx", 2, 0, 20<<20),
+		r("dnsmasq+nginx", 2, 1, 20<<20), r("bootd", 2, 1, 120<<20),
+		r("bootd", 4, 0, 50<<20), r("dnsmasq+nginx", 4, 0, 20<<20),
+		r("bootd", 4, 1, 150<<20), // no partner: dropped
+	}}
+	md := res.markdown()
+	for _, tc := range []struct {
+		name, want string
+		present    bool
+	}{
+		{"largest N within the limit", "| server peak RSS (VmHWM) | 50.0 MiB | 20.0 MiB | 2.50 | bootd < 100 MiB | yes |", true},
+		{"smaller N: its peak, no target", "| server peak RSS (VmHWM) | 120.0 MiB | 20.0 MiB | 6.00 | 2.00–6.00 |  | — |", true},
+		{"no RSS miss listed", "server peak RSS (VmHWM): ratio", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(md, tc.want) != tc.present {
+				t.Errorf("report contains %q: %v, want %v\n%s", tc.want, !tc.present, tc.present, md)
+			}
+		})
+	}
+}
+
+func TestServersTakeTurns(t *testing.T) {
+	a, b := &bootdServer{}, &baselineServer{}
+	servers := []server{a, b}
+	for pair, want := range [][]server{{a, b}, {b, a}, {a, b}} {
+		if got := turn(servers, pair); got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("pair %d: order %s, %s", pair, got[0].Name(), got[1].Name())
+		}
+	}
+	if servers[0] != a {
+		t.Error("turn reordered its argument")
+	}
+}
