@@ -10,10 +10,10 @@
 // (undionly.kpxe), then HTTP of the image's kernel, initramfs and root file system (an artifact
 // written with internal/artifact, its rootfs random data). Each N is stormed --repeat times per
 // server, the servers taking turns going first, and the report holds each figure's median: a
-// storm of 10 lasts about a second, and one storm's figures swing by ±15 % on a shared 2-core
-// machine. The clients all live in this one process: a goroutine per machine creates its sockets
-// from a thread switched into the machine's namespace, so 200 machines cost 200 namespaces but
-// no processes.
+// storm of 10 lasts about a second, and one storm's ratio to the baseline ranged over 0.8–1.3
+// for one build on a shared 2-core machine (BENCHMARKS.md, item 15). The clients all live in
+// this one process: a goroutine per machine creates its sockets from a thread switched into the
+// machine's namespace, so 200 machines cost 200 namespaces but no processes.
 //
 // It needs root and the Debian packages of scripts/setup-debian.sh (dnsmasq, nginx, ipxe,
 // linux-image-amd64, busybox-static). All traffic stays inside the namespaces it creates, and it
@@ -116,6 +116,9 @@ func parseSizes(s string) ([]int, error) {
 		if err != nil || n < 1 || n > 240 {
 			return nil, fmt.Errorf("--n: %q: want sizes from 1 to 240 (the discovery pool)", f)
 		}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("--n: %d twice: to storm a size more often, use --repeat", n)
+		}
 		out = append(out, n)
 	}
 	return out, nil
@@ -208,10 +211,10 @@ func run(ctx context.Context, o options) (report string, err error) {
 					return res.markdown(), err
 				}
 				r, err := storm(ctx, lab, s, clients[:n], spec, o.pcapBase(n, s, pair))
-				r.pair = pair
 				if err != nil {
 					return res.markdown(), fmt.Errorf("N=%d %s, storm %d of %d: %w", n, s.Name(), pair+1, o.repeat, err)
 				}
+				r.pair = pair
 				fmt.Fprintf(os.Stderr, "bootstorm: N=%d %s (%d of %d): %s\n", n, s.Name(), pair+1, o.repeat, r.summary())
 				res.rounds = append(res.rounds, r)
 			}

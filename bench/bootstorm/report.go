@@ -191,42 +191,74 @@ type row struct {
 	name   string
 	value  func(figures) float64
 	show   func(float64) string
-	peak   bool // the largest of the storms, not their median (peak RSS)
+	peak   bool // the largest of the storms, not their median (peak RSS); the target is on bootd's
 	target string
 	met    func(ratio, bootd float64) bool
 }
 
-// rows are the report's figures; the largest storm also holds bootd's peak RSS to rssLimit.
-func rows(largest bool) []row {
+// rows are the report's figures; at the run's largest N, bootd's peak RSS is held to rssLimit.
+func rows(atLargestN bool) []row {
 	dur := func(get func(figures) time.Duration) func(figures) float64 {
 		return func(f figures) float64 { return float64(get(f)) }
 	}
 	showMS := func(v float64) string { return ms(time.Duration(v)) }
 	showS := func(v float64) string { return fmt.Sprintf("%.2f s", time.Duration(v).Seconds()) }
 	showMBs := func(v float64) string { return fmt.Sprintf("%.1f MB/s", v/1e6) }
-	noSlower := func(r, _ float64) bool { return r <= 1 }
-	noLessThroughput := func(r, _ float64) bool { return r >= 1 }
+	const noSlower = "≤ 1.00 (no slower)"
+	atMost1 := func(r, _ float64) bool { return r <= 1 }
+	atLeast1 := func(r, _ float64) bool { return r >= 1 }
 	rss := row{name: "server peak RSS (VmHWM)", value: func(f figures) float64 { return float64(f.RSS) },
 		show: func(v float64) string { return fmt.Sprintf("%.1f MiB", mib(int64(v))) }, peak: true}
-	if largest {
+	if atLargestN {
 		rss.target, rss.met = "bootd < 100 MiB", func(_, bootd float64) bool { return bootd < rssLimit }
 	}
 	return []row{
-		{"time until all N are done", dur(func(f figures) time.Duration { return f.Wall }), showS, false, "≤ 1.00 (no slower)", noSlower},
-		{"DHCP latency p50 (DISCOVER → ACK)", dur(func(f figures) time.Duration { return f.DHCP50 }), showMS, false, "≤ 1.00 (no slower)", noSlower},
-		{"DHCP latency p99", dur(func(f figures) time.Duration { return f.DHCP99 }), showMS, false, "≤ 1.00 (no slower)", noSlower},
-		{"of which DISCOVER → OFFER, p50", dur(func(f figures) time.Duration { return f.Offer50 }), showMS, false, "", nil},
-		{"TFTP throughput (all machines, while any transfers)", func(f figures) float64 { return f.TFTPRate }, showMBs, false, "≥ 1.00 (no slower)", noLessThroughput},
+		{name: "time until all N are done", value: dur(func(f figures) time.Duration { return f.Wall }), show: showS, target: noSlower, met: atMost1},
+		{name: "DHCP latency p50 (DISCOVER → ACK)", value: dur(func(f figures) time.Duration { return f.DHCP50 }), show: showMS, target: noSlower, met: atMost1},
+		{name: "DHCP latency p99", value: dur(func(f figures) time.Duration { return f.DHCP99 }), show: showMS, target: noSlower, met: atMost1},
+		{name: "of which DISCOVER → OFFER, p50", value: dur(func(f figures) time.Duration { return f.Offer50 }), show: showMS},
+		{name: "TFTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.TFTPRate }, show: showMBs, target: "≥ 1.00 (no slower)", met: atLeast1},
 		// One machine's transfer rate carries no target: it falls as more transfers share the
 		// server, and how many do is set by how fast DHCP lets the machines through (the next
 		// row). A machine's wait for its boot file, DHCP and TFTP together, carries it instead.
-		{"TFTP throughput (one machine's transfer, median)", func(f figures) float64 { return f.TFTPEach }, showMBs, false, "", nil},
-		{"of which TFTP transfers at once (mean)", func(f figures) float64 { return f.TFTPInFlight }, func(v float64) string { return fmt.Sprintf("%.1f", v) }, false, "", nil},
-		{"DISCOVER → boot file received, p50", dur(func(f figures) time.Duration { return f.BootFile50 }), showMS, false, "≤ 1.00 (no slower)", noSlower},
-		{"HTTP throughput (all machines, while any transfers)", func(f figures) float64 { return f.HTTPRate }, showMBs, false, "≥ 0.90 (within 10% of nginx)", func(r, _ float64) bool { return r >= 0.9 }},
-		{"server CPU time (user + system)", dur(func(f figures) time.Duration { return f.CPU }), showS, false, "", nil},
+		{name: "TFTP throughput (one machine's transfer, median)", value: func(f figures) float64 { return f.TFTPEach }, show: showMBs},
+		{name: "of which TFTP transfers at once (mean)", value: func(f figures) float64 { return f.TFTPInFlight }, show: func(v float64) string { return fmt.Sprintf("%.1f", v) }},
+		{name: "DISCOVER → boot file received, p50", value: dur(func(f figures) time.Duration { return f.BootFile50 }), show: showMS, target: noSlower, met: atMost1},
+		{name: "HTTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.HTTPRate }, show: showMBs, target: "≥ 0.90 (within 10% of nginx)", met: func(r, _ float64) bool { return r >= 0.9 }},
+		{name: "server CPU time (user + system)", value: dur(func(f figures) time.Duration { return f.CPU }), show: showS},
 		rss,
 	}
+}
+
+// verdict is one row of one N's table.
+type verdict struct {
+	bootd, baseline float64   // the median of each server's storms (peak rows: the largest)
+	ratio           float64   // the median of ratios (peak rows: of the largest storms)
+	ratios          []float64 // the pairs' ratios that have a figure on both sides
+	dropped         int       // pairs without one: a side measured nothing (its machines failed)
+	met             bool      // the target is met (no target: true)
+}
+
+// judge reads row r off each pair of storms. A pair in which either side measured nothing (0: all
+// its machines failed that phase) has no ratio; a target is missed when any pair has none.
+func judge(r row, bootd, baseline []figures) verdict {
+	var v verdict
+	vb, vl := make([]float64, len(bootd)), make([]float64, len(bootd))
+	for i := range bootd {
+		vb[i], vl[i] = r.value(bootd[i]), r.value(baseline[i])
+		if vb[i] > 0 && vl[i] > 0 {
+			v.ratios = append(v.ratios, vb[i]/vl[i])
+		} else {
+			v.dropped++
+		}
+	}
+	v.bootd, v.baseline, v.ratio = median(vb), median(vl), median(v.ratios)
+	if r.peak {
+		v.bootd, v.baseline = slices.Max(vb), slices.Max(vl)
+		v.ratio = v.bootd / v.baseline
+	}
+	v.met = r.met == nil || (v.dropped == 0 && r.met(v.ratio, v.bootd))
+	return v
 }
 
 // pairs are one N's storms, bootd's and the baseline's of the same pair side by side.
@@ -234,9 +266,9 @@ type pairs struct {
 	bootd, baseline []round
 }
 
-// pairsByN groups the storms by N, in the order of the run, keeping only complete pairs (a run
-// that stops early reports what it finished).
-func (res results) pairsByN() (ns []int, byN map[int]pairs) {
+// pairsByN groups the storms by N, in the order of the run, keeping only complete pairs: a run
+// that stops early reports what it finished, and how many storms it left out (unpaired).
+func (res results) pairsByN() (ns []int, byN map[int]pairs, unpaired int) {
 	type key struct{ n, pair int }
 	seen := map[key]map[string]round{}
 	var keys []key
@@ -253,6 +285,7 @@ func (res results) pairsByN() (ns []int, byN map[int]pairs) {
 		bd, okB := seen[k]["bootd"]
 		bl, okL := seen[k]["dnsmasq+nginx"]
 		if !okB || !okL {
+			unpaired += len(seen[k])
 			continue
 		}
 		p, known := byN[k.n]
@@ -262,10 +295,10 @@ func (res results) pairsByN() (ns []int, byN map[int]pairs) {
 		p.bootd, p.baseline = append(p.bootd, bd), append(p.baseline, bl)
 		byN[k.n] = p
 	}
-	return ns, byN
+	return ns, byN, unpaired
 }
 
-// median is the middle value (the mean of the two middle ones for an even count).
+// median is the middle value (the mean of the two middle ones for an even count; 0 for none).
 func median(vs []float64) float64 {
 	s := slices.Clone(vs)
 	slices.Sort(s)
@@ -291,11 +324,14 @@ func (res results) markdown() string {
 	}
 	fmt.Fprintf(&b, "Each machine: DHCP (BIOS PXE), TFTP `%s` (%.1f KiB, blksize %d), HTTP %s.\n",
 		res.spec.WantBoot, float64(res.spec.BootSize)/1024, tftpBlockSize, strings.Join(files, ", "))
-	ns, byN := res.pairsByN()
+	ns, byN, unpaired := res.pairsByN()
 	maxN := slices.Max(append(slices.Clone(ns), 0))
 	var misses []string
 	for _, n := range ns {
 		misses = append(misses, byN[n].table(&b, n, n == maxN)...)
+	}
+	if unpaired > 0 {
+		fmt.Fprintf(&b, "\nLeft out: %d storms whose partner did not run (the run stopped early).\n", unpaired)
 	}
 	b.WriteString("\n### Targets\n\n")
 	if len(misses) == 0 {
@@ -308,50 +344,71 @@ func (res results) markdown() string {
 }
 
 // table writes N = n's table to b and returns the targets it missed.
-func (p pairs) table(b *strings.Builder, n int, largest bool) (misses []string) {
-	k := len(p.bootd)
+func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []string) {
+	pairCount := len(p.bootd)
 	fmt.Fprintf(b, "\n### N = %d\n\n", n)
-	if k > 1 {
-		fmt.Fprintf(b, "%d storms per server, the servers taking turns going first. bootd and baseline: the median of their storms (peak RSS: the largest); bootd / baseline: the median of the %d pairs' ratios, and their range.\n\n", k, k)
+	if pairCount > 1 {
+		fmt.Fprintf(b, "%d storms per server, the servers taking turns going first. bootd and baseline: the median of their storms; bootd / baseline: the median of the %d pairs' ratios, and their range (peak RSS: the largest storms and their ratio).\n\n", pairCount, pairCount)
 	}
 	fmt.Fprintf(b, "Load average (1 min) before each storm: bootd %s; baseline %s.\n\n", loads(p.bootd), loads(p.baseline))
 	rangeHead, rangeRule := "", ""
-	if k > 1 {
+	if pairCount > 1 {
 		rangeHead, rangeRule = " range |", " ---: |"
 	}
 	fmt.Fprintf(b, "| figure | bootd | dnsmasq + nginx | bootd / baseline |%s target | met |\n", rangeHead)
 	fmt.Fprintf(b, "| --- | ---: | ---: | ---: |%s --- | --- |\n", rangeRule)
 	fb, fl := figuresOf(p.bootd), figuresOf(p.baseline)
-	for _, r := range rows(largest) {
-		vb, vl, ratios := make([]float64, k), make([]float64, k), make([]float64, k)
-		for i := range k {
-			vb[i], vl[i] = r.value(fb[i]), r.value(fl[i])
-			ratios[i] = vb[i] / vl[i]
+	for _, r := range rows(atLargestN) {
+		v := judge(r, fb, fl)
+		rangeCell := ""
+		if pairCount > 1 {
+			rangeCell = " " + spread(v) + " |"
 		}
-		aggB, aggL, rt := median(vb), median(vl), median(ratios)
-		if r.peak {
-			aggB, aggL = slices.Max(vb), slices.Max(vl)
-			rt = aggB / aggL
+		fmt.Fprintf(b, "| %s | %s | %s | %.2f |%s %s | %s |\n", r.name, r.show(v.bootd), r.show(v.baseline), v.ratio, rangeCell, r.target, metCell(r, v))
+		if !v.met {
+			misses = append(misses, fmt.Sprintf("N=%d %s: %s, target %s", n, r.name, missed(r, v, pairCount), r.target))
 		}
-		met := "—"
-		if r.met != nil {
-			met = "yes"
-			if !r.met(rt, aggB) {
-				met = "**no**"
-				misses = append(misses, fmt.Sprintf("N=%d %s: ratio %.2f%s, target %s", n, r.name, rt, over(ratios), r.target))
-			}
-		}
-		cell := ""
-		if k > 1 {
-			cell = fmt.Sprintf(" %.2f–%.2f |", slices.Min(ratios), slices.Max(ratios))
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %.2f |%s %s | %s |\n", r.name, r.show(aggB), r.show(aggL), rt, cell, r.target, met)
 	}
 	if nb, nl, text := failures(fb, fl); nb+nl > 0 {
 		fmt.Fprintf(b, "\n%s\n", text)
 		misses = append(misses, fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d)", n, nb, nl))
 	}
 	return misses
+}
+
+// spread is the range of a row's ratios, "—" when no pair has one.
+func spread(v verdict) string {
+	if len(v.ratios) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f–%.2f", slices.Min(v.ratios), slices.Max(v.ratios))
+}
+
+func metCell(r row, v verdict) string {
+	switch {
+	case r.met == nil:
+		return "—"
+	case v.met:
+		return "yes"
+	}
+	return "**no**"
+}
+
+// missed says what a missed target measured, for the list of misses.
+func missed(r row, v verdict, pairCount int) string {
+	var s string
+	switch {
+	case r.peak:
+		s = "bootd " + r.show(v.bootd) + " at its largest"
+	case pairCount > 1:
+		s = fmt.Sprintf("ratio %.2f (median of %d pairs, %s)", v.ratio, len(v.ratios), spread(v))
+	default:
+		s = fmt.Sprintf("ratio %.2f", v.ratio)
+	}
+	if v.dropped > 0 {
+		s += fmt.Sprintf("; %d of %d pairs without a figure on one side", v.dropped, pairCount)
+	}
+	return s
 }
 
 func figuresOf(rs []round) []figures {
@@ -362,19 +419,11 @@ func figuresOf(rs []round) []figures {
 	return fs
 }
 
-// over describes a ratio's pairs for the list of misses: "" for one pair.
-func over(ratios []float64) string {
-	if len(ratios) < 2 {
-		return ""
-	}
-	return fmt.Sprintf(" (median of %d pairs, %.2f–%.2f)", len(ratios), slices.Min(ratios), slices.Max(ratios))
-}
-
 // loads is the 1-minute load average before each storm: other work on the machine skews figures.
 func loads(rs []round) string {
 	var l []string
 	for _, r := range rs {
-		l = append(l, strings.Fields(r.load + " ?")[0])
+		l = append(l, strings.Fields(r.load + " ?")[0]) // "?" where /proc/loadavg could not be read
 	}
 	return strings.Join(l, ", ")
 }

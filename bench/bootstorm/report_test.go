@@ -3,6 +3,8 @@ package main
 import (
 	"net"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,69 +134,129 @@ func TestTargets(t *testing.T) {
 	}
 }
 
-// With several storms per server, a figure is judged on the median of the pairs' ratios: one bad
-// pair out of three does not miss a target, two do, and the report shows the range.
-func TestMedianOfPairs(t *testing.T) {
-	storms := func(server string, walls ...float64) []round {
-		var rs []round
-		for i, w := range walls {
-			rs = append(rs, round{server: server, n: 2, pair: i, wall: time.Duration(w * float64(time.Second)), load: "0.50 0.40 0.30"})
+// storms is a run's rounds at N = 2 for pairs of walls (bootd's, the baseline's), in the order a
+// run appends them: the servers take turns going first.
+func storms(walls ...[2]float64) []round {
+	var rs []round
+	for i, w := range walls {
+		bd := round{server: "bootd", n: 2, pair: i, wall: time.Duration(w[0] * float64(time.Second)), load: "0.50 0.40 0.30"}
+		bl := round{server: "dnsmasq+nginx", n: 2, pair: i, wall: time.Duration(w[1] * float64(time.Second)), load: "0.50 0.40 0.30"}
+		if i%2 == 0 {
+			rs = append(rs, bd, bl)
+		} else {
+			rs = append(rs, bl, bd)
 		}
-		return rs
 	}
+	return rs
+}
+
+// rowOf is the report's table line for figure name (the first, for one N).
+func rowOf(md, name string) string {
+	i := strings.Index(md, "| "+name+" |")
+	if i < 0 {
+		return ""
+	}
+	line := md[i:]
+	return line[:strings.IndexByte(line, '\n')]
+}
+
+// With several storms per server, a figure is judged on the median of the pairs' ratios, each
+// storm set against its own partner: one bad pair out of three does not miss a target, two do, a
+// pair in which one side measured nothing does, and the report shows the range.
+func TestMedianOfPairs(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
-		bootd         []float64
-		missed        bool
+		walls         [][2]float64 // bootd, baseline
+		missed        string       // what the list of misses says, "" for met
 		ratio, spread string
 	}{
-		{"one slow pair of three", []float64{1.0, 1.0, 2.0}, false, "| 0.91 |", "| 0.91–1.82 |"},
-		{"two slow pairs of three", []float64{1.0, 2.0, 2.2}, true, "| 1.82 |", "| 0.91–2.00 |"},
-		{"two pairs: the mean of both", []float64{1.0, 1.32}, true, "| 1.05 |", "| 0.91–1.20 |"},
+		{"one slow pair of three", [][2]float64{{1.0, 1.1}, {2.0, 2.2}, {3.0, 1.5}}, "", "| 0.91 |", "| 0.91–2.00 |"},
+		{"two slow pairs of three", [][2]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "ratio 2.00 (median of 3 pairs, 0.91–2.20)", "| 2.00 |", "| 0.91–2.20 |"},
+		{"two pairs: the mean of both", [][2]float64{{1.0, 1.1}, {1.32, 1.1}}, "ratio 1.05 (median of 2 pairs, 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
+		{"a pair in which bootd measured nothing", [][2]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 2 pairs, 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			baseline := make([]float64, len(tc.bootd))
-			for i := range baseline {
-				baseline[i] = 1.1
-			}
-			res := results{machine: "test", rounds: append(storms("bootd", tc.bootd...), storms("dnsmasq+nginx", baseline...)...)}
-			md := res.markdown()
-			line := md[strings.Index(md, "| time until all N are done"):]
-			line = line[:strings.IndexByte(line, '\n')]
+			md := results{machine: "test", rounds: storms(tc.walls...)}.markdown()
+			line := rowOf(md, "time until all N are done")
 			if !strings.Contains(line, tc.ratio) || !strings.Contains(line, tc.spread) {
 				t.Errorf("row %q: want ratio %s and range %s", line, tc.ratio, tc.spread)
 			}
-			if missed := strings.Contains(md, "- missed: N=2 time until all N are done:"); missed != tc.missed {
-				t.Errorf("missed: %v, want %v\n%s", missed, tc.missed, md)
+			miss := "- missed: N=2 time until all N are done: " + tc.missed + ", target"
+			if got := strings.Contains(md, miss); got != (tc.missed != "") {
+				t.Errorf("lists %q: %v, want %v\n%s", miss, got, tc.missed != "", md)
+			}
+			if tc.missed == "" && strings.Contains(md, "- missed: N=2 time until all N are done") {
+				t.Errorf("listed as missed\n%s", md)
 			}
 		})
 	}
 }
 
 // Peak RSS is the largest of the storms, held to its limit at the largest N only; a storm whose
-// partner never ran (the run stopped) is left out.
+// partner never ran (the run stopped) is left out, and the report says so.
 func TestPeakRSSAndIncompletePairs(t *testing.T) {
 	r := func(server string, n, pair int, rss int64) round {
 		return round{server: server, n: n, pair: pair, wall: time.Second, hwm: rss}
 	}
-	res := results{machine: "test", rounds: []round{
-		r("bootd", 2, 0, 40<<20), r("dnsmasq+nginx", 2, 0, 20<<20),
-		r("dnsmasq+nginx", 2, 1, 20<<20), r("bootd", 2, 1, 120<<20),
-		r("bootd", 4, 0, 50<<20), r("dnsmasq+nginx", 4, 0, 20<<20),
-		r("bootd", 4, 1, 150<<20), // no partner: dropped
-	}}
-	md := res.markdown()
 	for _, tc := range []struct {
-		name, want string
-		present    bool
+		name   string
+		rounds []round
+		rows   []string // table lines the report must hold
+		missed string   // the RSS miss, "" for none
 	}{
-		{"largest N within the limit", "| server peak RSS (VmHWM) | 50.0 MiB | 20.0 MiB | 2.50 | bootd < 100 MiB | yes |", true},
-		{"smaller N: its peak, no target", "| server peak RSS (VmHWM) | 120.0 MiB | 20.0 MiB | 6.00 | 2.00–6.00 |  | — |", true},
-		{"no RSS miss listed", "server peak RSS (VmHWM): ratio", false},
+		{"within the limit at the largest N, over it at a smaller one", []round{
+			r("bootd", 2, 0, 40<<20), r("dnsmasq+nginx", 2, 0, 20<<20),
+			r("dnsmasq+nginx", 2, 1, 20<<20), r("bootd", 2, 1, 120<<20),
+			r("bootd", 4, 0, 50<<20), r("dnsmasq+nginx", 4, 0, 20<<20),
+			r("bootd", 4, 1, 150<<20), // no partner: left out
+		}, []string{
+			"| server peak RSS (VmHWM) | 120.0 MiB | 20.0 MiB | 6.00 | 2.00–6.00 |  | — |",
+			"| server peak RSS (VmHWM) | 50.0 MiB | 20.0 MiB | 2.50 | bootd < 100 MiB | yes |",
+			"Left out: 1 storms whose partner did not run",
+		}, ""},
+		{"one storm over the limit at the largest N", []round{
+			r("bootd", 4, 0, 50<<20), r("dnsmasq+nginx", 4, 0, 20<<20),
+			r("dnsmasq+nginx", 4, 1, 20<<20), r("bootd", 4, 1, 150<<20),
+		}, []string{
+			"| server peak RSS (VmHWM) | 150.0 MiB | 20.0 MiB | 7.50 | 2.50–7.50 | bootd < 100 MiB | **no** |",
+		}, "- missed: N=4 server peak RSS (VmHWM): bootd 150.0 MiB at its largest, target bootd < 100 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if strings.Contains(md, tc.want) != tc.present {
-				t.Errorf("report contains %q: %v, want %v\n%s", tc.want, !tc.present, tc.present, md)
+			md := results{machine: "test", rounds: tc.rounds}.markdown()
+			for _, want := range tc.rows {
+				if !strings.Contains(md, want) {
+					t.Errorf("report lacks %q\n%s", want, md)
+				}
+			}
+			if got := strings.Contains(md, "server peak RSS (VmHWM): "); got != (tc.missed != "") || !strings.Contains(md, tc.missed) {
+				t.Errorf("RSS miss: want %q\n%s", tc.missed, md)
+			}
+		})
+	}
+}
+
+// Every table line has as many cells as its header, with one pair (no range column) and several.
+func TestTableColumns(t *testing.T) {
+	for _, pairCount := range []int{1, 3} {
+		t.Run(strconv.Itoa(pairCount), func(t *testing.T) {
+			var walls [][2]float64
+			for range pairCount {
+				walls = append(walls, [2]float64{1, 1})
+			}
+			md := results{machine: "test", rounds: storms(walls...)}.markdown()
+			cells := -1
+			for _, line := range strings.Split(md, "\n") {
+				if !strings.HasPrefix(line, "|") {
+					continue
+				}
+				if n := strings.Count(line, "|"); cells < 0 {
+					cells = n
+				} else if n != cells {
+					t.Errorf("%d cell borders, header has %d: %s", n, cells, line)
+				}
+			}
+			if want := 7 + min(pairCount-1, 1); cells != want { // six columns, and the range with several pairs
+				t.Errorf("header has %d cell borders, want %d", cells, want)
 			}
 		})
 	}
@@ -205,10 +267,37 @@ func TestServersTakeTurns(t *testing.T) {
 	servers := []server{a, b}
 	for pair, want := range [][]server{{a, b}, {b, a}, {a, b}} {
 		if got := turn(servers, pair); got[0] != want[0] || got[1] != want[1] {
-			t.Errorf("pair %d: order %s, %s", pair, got[0].Name(), got[1].Name())
+			t.Errorf("pair %d: order %s, %s; want %s, %s", pair, got[0].Name(), got[1].Name(), want[0].Name(), want[1].Name())
 		}
 	}
 	if servers[0] != a {
 		t.Error("turn reordered its argument")
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []int
+		wantErr string
+	}{
+		{"10,50,200", []int{10, 50, 200}, ""},
+		{"10, 50", []int{10, 50}, ""},
+		{"10,10", nil, "--n: 10 twice: to storm a size more often, use --repeat"},
+		{"0", nil, "want sizes from 1 to 240"},
+		{"241", nil, "want sizes from 1 to 240"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parseSizes(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("%v, %v; want %v", got, err, tc.want)
+			}
+		})
 	}
 }
