@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
 // TestBenchmarksRun runs `make bench`'s two programs once each, small, so that a change which
@@ -18,7 +20,8 @@ import (
 // not checked (the machine is shared); that every step ran, every machine finished and the
 // report came out, is.
 func TestBenchmarksRun(t *testing.T) {
-	requirePrereqs(t, "go", "dnf", "rpm", "rpmbuild", "createrepo_c", "modifyrepo_c", "mksquashfs", "cpio", "dnsmasq", "nginx", "ip")
+	requirePrereqs(t, "go", "dnsmasq", "nginx", "ip")
+	testrepo.NeedTools(t, "dnf", "modifyrepo_c", "mksquashfs", "cpio")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	t.Run("image builds", func(t *testing.T) {

@@ -31,7 +31,7 @@ type imgLab struct {
 
 func newImgLab(ctx context.Context, t *testing.T) *imgLab {
 	t.Helper()
-	requirePrereqs(t, "dnf", "rpm", "rpmbuild", "createrepo_c", "modifyrepo_c", "mksquashfs", "unsquashfs", "cpio")
+	testrepo.NeedTools(t, "dnf", "modifyrepo_c", "mksquashfs", "unsquashfs", "cpio")
 	dir := artifactDir(t)
 	l := &imgLab{dir: dir, log: logrus.New()}
 	l.log.SetLevel(logrus.WarnLevel)

@@ -179,10 +179,7 @@ func run(ctx context.Context, o options) (report string, err error) {
 	}()
 	spec.Server = lab.Addr.Addr()
 
-	maxN := 0
-	for _, n := range o.sizes {
-		maxN = max(maxN, n)
-	}
+	maxN := slices.Max(o.sizes) // parseSizes gives at least one
 	fmt.Fprintf(os.Stderr, "bootstorm: %d machine namespaces on %s\n", maxN, lab.Name)
 	clients, err := addClients(ctx, lab, maxN)
 	defer func() {
@@ -472,10 +469,11 @@ func describeMachine() string {
 	return fmt.Sprintf("%s, %d cores%s%s", model, runtime.NumCPU(), mem, kernel)
 }
 
+// loadavg is the 1-minute load average, "?" where it cannot be read.
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
 	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
+	return "?"
 }

@@ -18,7 +18,7 @@ type round struct {
 	cpu     time.Duration // server CPU (user + system) during the storm
 	hwm     int64         // server peak RSS, summed over its processes
 	procs   int
-	load    string // /proc/loadavg before the storm: other work on the machine skews figures
+	load    string // the 1-minute load average before the storm: other work on the machine skews figures
 }
 
 // figures are a round's numbers, as reported.
@@ -233,32 +233,44 @@ func rows(atLargestN bool) []row {
 // verdict is one row of one N's table.
 type verdict struct {
 	bootd, baseline float64   // the median of each server's storms (peak rows: the largest)
-	ratio           float64   // the median of ratios (peak rows: of the largest storms)
-	ratios          []float64 // the pairs' ratios that have a figure on both sides
-	dropped         int       // pairs without one: a side measured nothing (its machines failed)
+	ratio           float64   // the median of the pairs' ratios (peak rows: of the largest storms)
+	ratios          []float64 // the pairs' ratios that have a figure on both sides (peak rows: none)
+	dropped         int       // comparisons without one: a side measured nothing (its machines failed)
 	met             bool      // the target is met (no target: true)
 }
 
 // judge reads row r off each pair of storms. A pair in which either side measured nothing (0: all
-// its machines failed that phase) has no ratio; a target is missed when any pair has none.
+// its machines failed that phase) has no ratio; a target is missed when any pair has none. A peak
+// row compares each side's largest storm instead.
 func judge(r row, bootd, baseline []figures) verdict {
 	var v verdict
 	vb, vl := make([]float64, len(bootd)), make([]float64, len(bootd))
 	for i := range bootd {
 		vb[i], vl[i] = r.value(bootd[i]), r.value(baseline[i])
-		if vb[i] > 0 && vl[i] > 0 {
-			v.ratios = append(v.ratios, vb[i]/vl[i])
-		} else {
-			v.dropped++
-		}
 	}
-	v.bootd, v.baseline, v.ratio = median(vb), median(vl), median(v.ratios)
 	if r.peak {
 		v.bootd, v.baseline = slices.Max(vb), slices.Max(vl)
-		v.ratio = v.bootd / v.baseline
+		v.ratio, v.dropped = ratioOf(v.bootd, v.baseline)
+	} else {
+		for i := range vb {
+			if rt, none := ratioOf(vb[i], vl[i]); none == 0 {
+				v.ratios = append(v.ratios, rt)
+			} else {
+				v.dropped++
+			}
+		}
+		v.bootd, v.baseline, v.ratio = median(vb), median(vl), median(v.ratios)
 	}
 	v.met = r.met == nil || (v.dropped == 0 && r.met(v.ratio, v.bootd))
 	return v
+}
+
+// ratioOf is a / b, or none = 1 when either side measured nothing.
+func ratioOf(a, b float64) (ratio float64, none int) {
+	if a > 0 && b > 0 {
+		return a / b, 0
+	}
+	return 0, 1
 }
 
 // pairs are one N's storms, bootd's and the baseline's of the same pair side by side.
@@ -282,8 +294,8 @@ func (res results) pairsByN() (ns []int, byN map[int]pairs, unpaired int) {
 	}
 	byN = map[int]pairs{}
 	for _, k := range keys {
-		bd, okB := seen[k]["bootd"]
-		bl, okL := seen[k]["dnsmasq+nginx"]
+		bd, okB := seen[k][bootdName]
+		bl, okL := seen[k][baselineName]
 		if !okB || !okL {
 			unpaired += len(seen[k])
 			continue
@@ -325,10 +337,9 @@ func (res results) markdown() string {
 	fmt.Fprintf(&b, "Each machine: DHCP (BIOS PXE), TFTP `%s` (%.1f KiB, blksize %d), HTTP %s.\n",
 		res.spec.WantBoot, float64(res.spec.BootSize)/1024, tftpBlockSize, strings.Join(files, ", "))
 	ns, byN, unpaired := res.pairsByN()
-	maxN := slices.Max(append(slices.Clone(ns), 0))
 	var misses []string
 	for _, n := range ns {
-		misses = append(misses, byN[n].table(&b, n, n == maxN)...)
+		misses = append(misses, byN[n].table(&b, n, n == slices.Max(ns))...)
 	}
 	if unpaired > 0 {
 		fmt.Fprintf(&b, "\nLeft out: %d storms whose partner did not run (the run stopped early).\n", unpaired)
@@ -362,7 +373,7 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 		v := judge(r, fb, fl)
 		rangeCell := ""
 		if pairCount > 1 {
-			rangeCell = " " + spread(v) + " |"
+			rangeCell = " " + spread(v) + " |" // "—" for a peak row: one comparison, of the largest
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %.2f |%s %s | %s |\n", r.name, r.show(v.bootd), r.show(v.baseline), v.ratio, rangeCell, r.target, metCell(r, v))
 		if !v.met {
@@ -405,7 +416,10 @@ func missed(r row, v verdict, pairCount int) string {
 	default:
 		s = fmt.Sprintf("ratio %.2f", v.ratio)
 	}
-	if v.dropped > 0 {
+	switch {
+	case v.dropped > 0 && r.peak:
+		s += "; a side without a figure"
+	case v.dropped > 0:
 		s += fmt.Sprintf("; %d of %d pairs without a figure on one side", v.dropped, pairCount)
 	}
 	return s
@@ -423,7 +437,7 @@ func figuresOf(rs []round) []figures {
 func loads(rs []round) string {
 	var l []string
 	for _, r := range rs {
-		l = append(l, strings.Fields(r.load + " ?")[0]) // "?" where /proc/loadavg could not be read
+		l = append(l, r.load)
 	}
 	return strings.Join(l, ", ")
 }
