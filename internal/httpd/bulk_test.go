@@ -2,9 +2,11 @@ package httpd
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,14 +17,9 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
-
-// hookSendfile replaces sendfile(2) for one test. The copiers read the variable at each call.
-func hookSendfile(t *testing.T, hook func(dst, src int, off *int64, n int) (int, error)) {
-	t.Helper()
-	testhook.Set(t, &sendfileSyscall, hook)
-}
 
 // A file download's sendfile calls run on copier threads at copierNice, and no other thread of
 // the process is lowered. The bytes are the file's, for a whole file and for a range.
@@ -33,7 +30,7 @@ func TestDownloadsSentByLoweredCopiers(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var during []int // each sendfile call's thread nice
-	hookSendfile(t, func(dst, src int, off *int64, n int) (int, error) {
+	testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
 		nice, err := niceOf(unix.Gettid())
 		if err != nil {
 			t.Error(err)
@@ -89,7 +86,8 @@ func TestDownloadsSentByLoweredCopiers(t *testing.T) {
 					t.Errorf("sendfile call %d ran at nice %d, want %d", i, nice, lowered)
 				}
 			}
-			if n := threadsAt(t, lowered); n > copiers {
+			// At nice 19 already nothing can be lowered, and every thread is "at" lowered.
+			if n := threadsAt(t, lowered); lowered != base && n > copiers {
 				t.Errorf("%d threads at nice %d, but only the %d copiers may be", n, lowered, copiers)
 			}
 		})
@@ -118,7 +116,7 @@ func threadsAt(t *testing.T, nice int) int {
 func TestCopiersBoundSendfile(t *testing.T) {
 	downloads := 4 * copiers
 	var inFlight, most atomic.Int32
-	hookSendfile(t, func(dst, src int, off *int64, n int) (int, error) {
+	testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
 		now := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
@@ -175,7 +173,7 @@ func TestSendfileAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int32
-			hookSendfile(t, func(dst, src int, off *int64, n int) (int, error) {
+			testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
 				i := int(calls.Add(1)) - 1
 				if i >= len(tc.answers) {
 					t.Errorf("call %d: more calls than answers", i+1)
@@ -201,20 +199,75 @@ func TestCopierWaitIsBounded(t *testing.T) {
 	release := make(chan struct{})
 	var stuck sync.WaitGroup
 	stuck.Add(copiers)
-	hookSendfile(t, func(dst, src int, off *int64, n int) (int, error) {
+	testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
 		stuck.Done()
 		<-release
 		return 0, nil
 	})
 	var held sync.WaitGroup
+	t.Cleanup(func() { close(release); held.Wait() }) // before the hook is put back
 	for range copiers {
 		held.Go(func() { _, _ = onCopier(-1, -1, 1) })
 	}
 	stuck.Wait() // every copier is inside a call
-	_, err := onCopier(-1, -1, 1)
+	probe := make(chan error, 1)
+	go func() { _, err := onCopier(-1, -1, 1); probe <- err }()
+	select {
+	case err := <-probe:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("with every copier stuck: %v, want a deadline error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a download still waits for a copier 5 s after sendTimeout (50 ms)")
+	}
+}
+
+// Serve returns once the requests in flight have ended, not as soon as shutting down begins:
+// bootd's stop (and a test's restore of a hooked variable) comes after the last download's call.
+func TestServeWaitsForDownloads(t *testing.T) {
+	inCall, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
+		once.Do(func() { close(inCall); <-release })
+		return unix.Sendfile(dst, src, off, n)
+	})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte("k"), 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	got := make(chan int64, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/images/compute/1/vmlinuz")
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer resp.Body.Close()
+		n, _ := io.Copy(io.Discard, resp.Body)
+		got <- n
+	}()
+	<-inCall
+	cancel()
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned (%v) while a download was in flight", err)
+	case <-time.After(200 * time.Millisecond):
+	}
 	close(release)
-	held.Wait()
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("with every copier stuck: %v, want a deadline error", err)
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if n := <-got; n != 1<<20 {
+		t.Errorf("the download in flight got %d of %d bytes", n, 1<<20)
 	}
 }

@@ -129,14 +129,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          nil,
 	}
+	shutDown := make(chan struct{})
 	go func() {
+		defer close(shutDown)
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(shut)
+		if srv.Shutdown(shut) != nil {
+			_ = srv.Close() // downloads still running after 5 s are cut
+		}
 	}()
 	if err := srv.Serve(bulkListener{ln}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	// Serve returns as soon as Shutdown begins; the requests in flight end when it returns.
+	<-shutDown
 	return nil
 }
