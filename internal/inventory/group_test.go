@@ -277,3 +277,50 @@ func TestLateUndoSparesTheNewAllocation(t *testing.T) {
 		t.Fatalf("the REQUEST was given %s, but the inventory holds %v (%v) for it; another MAC now gets %s", l.Address, got, err, other.Address)
 	}
 }
+
+// Every boot script and hello sets a node's state to the one it has: that moves only its
+// last-seen time and does not wait for another request's write to end.
+func TestSetStateUnchangedDoesNotWaitForWrites(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.See("52:54:00:00:00:04", Facts{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Assign(AssignRequest{Name: "c4", Role: "compute", Address: netip.MustParseAddr("10.80.0.104"), MAC: "52:54:00:00:00:04"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.SetState("c4", StateBooting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	swapWriteState(t, func(w stateWrite) error {
+		close(inFlight)
+		<-release // a disk that takes its time
+		return performWrite(w)
+	})
+	var lease sync.WaitGroup
+	lease.Go(func() { _, _ = s.DiscoveryLease("52:54:00:00:01:01", testPool) })
+	defer lease.Wait()
+	defer close(release)
+	<-inFlight
+
+	done := make(chan Node, 1)
+	go func() {
+		n, err := s.SetState("c4", StateBooting)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		if n.State != StateBooting || !n.LastSeen.After(before.LastSeen) {
+			t.Errorf("node %+v: want state %s, last seen after %s", n, StateBooting, before.LastSeen)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SetState to the node's own state waited for another request's write")
+	}
+}

@@ -46,13 +46,13 @@ func TestOpenReplaysJournal(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.journal != "" {
-				if err := os.WriteFile(path+".journal", []byte(tc.journal), 0o600); err != nil {
+				if err := os.WriteFile(journalOf(path), []byte(tc.journal), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
 			s, err := Open(path)
 			if tc.wantErr {
-				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path+".journal") {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), journalOf(path)) {
 					t.Fatalf("Open = %v, want an error naming the journal and %q", err, tc.want)
 				}
 				return
@@ -71,7 +71,7 @@ func TestOpenReplaysJournal(t *testing.T) {
 // journal, and what it wrote is what the next Open sees.
 func TestTornJournalIsFoldedIntoTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inventory.json")
-	if err := os.WriteFile(path+".journal", []byte(rec(6, "a")+rec(7, "b")[:40]), 0o600); err != nil {
+	if err := os.WriteFile(journalOf(path), []byte(rec(6, "a")+rec(7, "b")[:40]), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Open(path)
@@ -81,7 +81,7 @@ func TestTornJournalIsFoldedIntoTheFile(t *testing.T) {
 	if _, err := s.DiscoveryLease("52:54:00:00:00:01", testPool); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path + ".journal"); err != nil || fi.Size() != 0 {
+	if fi, err := os.Stat(journalOf(path)); err != nil || fi.Size() != 0 {
 		t.Fatalf("journal after the next write: %v, %v; want it emptied", fi, err)
 	}
 	s2, err := Open(path)
@@ -95,7 +95,7 @@ func TestTornJournalIsFoldedIntoTheFile(t *testing.T) {
 	if _, err := s2.DiscoveryLease("52:54:00:00:00:02", testPool); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path + ".journal"); err != nil || fi.Size() == 0 {
+	if fi, err := os.Stat(journalOf(path)); err != nil || fi.Size() == 0 {
 		t.Fatalf("journal after a further write: %v, %v; want a line appended", fi, err)
 	}
 }
@@ -130,7 +130,7 @@ func TestJournalAppendsUntilFullOrFailed(t *testing.T) {
 	}
 	lease(1, false)
 	lease(2, false)
-	if fi, err := os.Stat(s.journalPath()); err != nil || fi.Size() != s.journalSize {
+	if fi, err := os.Stat(journalOf(s.path)); err != nil || fi.Size() != s.journalSize {
 		t.Fatalf("journal %v, %v; the store counts %d bytes", fi, err, s.journalSize)
 	}
 	s.mu.Lock()
@@ -190,7 +190,7 @@ func TestCompactFoldsTheJournal(t *testing.T) {
 	if err := s.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(s.journalPath()); err != nil || fi.Size() != 0 {
+	if fi, err := os.Stat(journalOf(s.path)); err != nil || fi.Size() != 0 {
 		t.Fatalf("journal after Compact: %v, %v; want it empty", fi, err)
 	}
 	before, err := os.ReadFile(s.path)
@@ -235,7 +235,7 @@ func TestJournalThatCannotBeEmptied(t *testing.T) {
 		if _, err := s.DiscoveryLease(mac, testPool); err != nil {
 			t.Fatal(err)
 		}
-		fi, err := os.Stat(s.journalPath())
+		fi, err := os.Stat(journalOf(s.path))
 		if err != nil || (fi.Size() == 0) != (i == 0) {
 			t.Fatalf("journal after write %d of the recovered disk: %v, %v; want empty after the first, a line after the second", i+1, fi, err)
 		}

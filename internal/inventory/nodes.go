@@ -83,14 +83,6 @@ func (s *Store) pruneWaiting(now time.Time) {
 	s.data.Waiting = slices.DeleteFunc(s.data.Waiting, func(m Machine) bool { return now.Sub(m.LastSeen) > WaitingTTL })
 }
 
-// saveIf writes when something that matters changed, or when last-seen times are getting stale on disk.
-func (s *Store) saveIf(changed bool) error {
-	if changed || s.now().Sub(s.persisted) >= seenPersistInterval {
-		return s.save()
-	}
-	return nil
-}
-
 // mergeFacts fills dst with the non-empty facts of src and reports whether anything changed.
 func mergeFacts(dst *Facts, src Facts) bool {
 	changed := false
@@ -217,17 +209,14 @@ func (s *Store) nodeIndex(name string) (int, error) {
 
 // SetState records that node name reached state st.
 func (s *Store) SetState(name string, st State) (Node, error) {
+	if n, done, err := s.seeInState(name, st); done {
+		return n, err
+	}
 	s.lockIdle()
 	defer s.mu.Unlock()
 	i, err := s.nodeIndex(name)
 	if err != nil {
 		return Node{}, err
-	}
-	if n := &s.data.Nodes[i]; n.State == st {
-		// Every boot script and hello asks: only the last-seen time moves, in place as See does,
-		// and it is written when the state on disk grows stale.
-		n.LastSeen = s.now()
-		return *n, s.saveIf(false)
 	}
 	old := s.data
 	s.data.Nodes = slices.Clone(s.data.Nodes)
@@ -237,6 +226,22 @@ func (s *Store) SetState(name string, st State) (Node, error) {
 		return Node{}, err
 	}
 	return *n, nil
+}
+
+// seeInState is SetState's usual case, asked by every boot script and hello: node name is in state
+// st already (done), and only its last-seen time moves, as See moves it: in place, group-committed
+// when the state on disk grows stale, without waiting for another request's write to end.
+func (s *Store) seeInState(name string, st State) (n Node, done bool, err error) {
+	s.mu.Lock()
+	i, err := s.nodeIndex(name)
+	if err != nil || s.data.Nodes[i].State != st {
+		s.mu.Unlock()
+		return Node{}, err != nil, err
+	}
+	s.data.Nodes[i].LastSeen = s.now()
+	n, g := s.data.Nodes[i], s.bumpIf(false)
+	s.mu.Unlock()
+	return n, true, s.commit(g)
 }
 
 // saveOr writes the state and, when that fails, puts old back: the state before the caller's

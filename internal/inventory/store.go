@@ -136,8 +136,6 @@ func (s *Store) load() error {
 	return nil
 }
 
-func (s *Store) journalPath() string { return journalOf(s.path) }
-
 // journalOf is the journal beside the inventory file at path.
 func journalOf(path string) string { return path + ".journal" }
 
@@ -145,7 +143,7 @@ func journalOf(path string) string { return path + ".journal" }
 // so far, and reports whether there was a journal with anything in it. A last line without its
 // newline, or that does not parse, is an append a crash cut short: the line before it counts.
 func (s *Store) replayJournal() (found bool, err error) {
-	b, err := os.ReadFile(s.journalPath())
+	b, err := os.ReadFile(journalOf(s.path))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -161,7 +159,7 @@ func (s *Store) replayJournal() (found bool, err error) {
 			continue // torn
 		}
 		if rec.Format != formatVersion {
-			return true, fmt.Errorf("inventory journal %s: its last line has format %d, this bootd reads format %d", s.journalPath(), rec.Format, formatVersion)
+			return true, fmt.Errorf("inventory journal %s: its last line has format %d, this bootd reads format %d", journalOf(s.path), rec.Format, formatVersion)
 		}
 		if rec.Seq > s.data.Seq {
 			s.data = rec
@@ -220,7 +218,7 @@ func (s *Store) encode() (stateWrite, error) {
 	if err != nil {
 		return stateWrite{}, fmt.Errorf("encode inventory: %w", err)
 	}
-	return stateWrite{path: s.journalPath(), data: append(b, '\n')}, nil
+	return stateWrite{path: journalOf(s.path), data: append(b, '\n')}, nil
 }
 
 // wrote records how write w ended and returns its outcome for the callers. Callers hold s.mu.
