@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
 func TestFindIPXEDir(t *testing.T) {
@@ -30,9 +32,7 @@ func TestFindIPXEDir(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			old := ipxeSearch
-			ipxeSearch = tt.search
-			defer func() { ipxeSearch = old }()
+			testhook.Set(t, &ipxeSearch, tt.search)
 			got, err := FindIPXEDir(tt.cfgDir)
 			checkErr(t, err, tt.err)
 			if got != tt.want {

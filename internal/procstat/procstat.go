@@ -37,18 +37,14 @@ func Read(pid int) (Stat, error) {
 	if len(f) < 13 {
 		return Stat{}, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want 13 or more", pid, len(f))
 	}
-	field := func(k int) int64 { // f[k] is field k+3 of proc(5)
-		v, perr := strconv.ParseInt(f[k], 10, 64)
-		if perr != nil && err == nil {
-			err = fmt.Errorf("/proc/%d/stat: field %d: %w", pid, k+3, perr)
+	// ppid, pgrp, utime, stime: f[k] is field k+3 of proc(5).
+	var v [4]int64
+	for i, k := range [4]int{1, 2, 11, 12} {
+		if v[i], err = strconv.ParseInt(f[k], 10, 64); err != nil {
+			return Stat{}, fmt.Errorf("/proc/%d/stat: field %d: %w", pid, k+3, err)
 		}
-		return v
 	}
-	ppid, pgrp, utime, stime := field(1), field(2), field(11), field(12)
-	if err != nil {
-		return Stat{}, err
-	}
-	return Stat{State: f[0], PPid: int(ppid), PGrp: int(pgrp), CPU: time.Duration(utime+stime) * time.Second / clockTick}, nil
+	return Stat{State: f[0], PPid: int(v[0]), PGrp: int(v[1]), CPU: time.Duration(v[2]+v[3]) * time.Second / clockTick}, nil
 }
 
 // Alive reports whether pid is a running process: it exists and is not a zombie.

@@ -13,8 +13,9 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// ImageEpoch is the SOURCE_DATE_EPOCH CI builds images with: tests and benchmarks set it
-// too, so their builds are reproducible as CI's are.
+// ImageEpoch is the fixed SOURCE_DATE_EPOCH that tests and the image benchmark lock and build
+// with, so that their builds are reproducible run to run. (Real locks record their own epoch,
+// which builds then use: LockFile.SourceDateEpoch.)
 const ImageEpoch = "1763683200"
 
 // NeedTools fails t unless MissingTools finds everything.

@@ -187,9 +187,11 @@ func ownPIDNamespace() uintptr {
 
 // start starts a worker as l says. A PID namespace that cannot be made (a container or a seccomp
 // policy may forbid it) costs the namespace, not the worker: it is started again in bootd's, and
-// l keeps it there from then on, with a warning. Only the errors clone gives for a namespace it
+// l keeps it there from then on, with a warning. Only the errnos clone gives for a namespace it
 // may not or cannot make lead there: a passing shortage (EAGAIN, ENOMEM) or an exec refusal
-// does not cost the namespace. When the second start fails too, its error is the one returned.
+// (EACCES, ENOENT) does not cost the namespace. Start reports every failure before exec alike (a
+// fork/exec error), so the errno decides; a setuid refused with EPERM costs one more start,
+// which then fails too and leaves l as it was. When the second start fails, its error is returned.
 func (w Worker) start(sock *os.File, l *launch) (*exec.Cmd, io.WriteCloser, *os.File, error) {
 	cmd, lifeline, logs, err := w.startWith(sock, l.cred, l.clone)
 	if err == nil || l.clone == 0 || !namespaceRefused(err) {

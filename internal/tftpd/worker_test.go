@@ -493,7 +493,6 @@ func TestRelayLog(t *testing.T) {
 // TestWorkerStopsWhenAskedOrKilled: cancelling closes the lifeline and a serving worker leaves by
 // itself; one that ignores its lifeline is killed after stopWait.
 func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
-	testhook.Set(t, &stopWait, stopWait) // subtests set it; restored after
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
 	stubborn := filepath.Join(dir, "stubborn")
@@ -506,7 +505,7 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 	exe := testExe(t)
 
 	t.Run("a serving worker leaves at the end of its lifeline", func(t *testing.T) {
-		stopWait = time.Minute // never reached: a kill would show as a stop this slow
+		testhook.Set(t, &stopWait, time.Minute) // never reached: a kill would show as a stop this slow
 		addr, _, stop := startWorker(t, exe, ipxeDir(t))
 		fetch(t, addr, "undionly.kpxe") // it is serving
 		pids := workerPids(t)
@@ -522,7 +521,7 @@ func TestWorkerStopsWhenAskedOrKilled(t *testing.T) {
 		}
 	})
 	t.Run("a worker that ignores its lifeline is killed", func(t *testing.T) {
-		stopWait = 200 * time.Millisecond
+		testhook.Set(t, &stopWait, 200*time.Millisecond)
 		_, _, stop := startWorker(t, stubborn, ipxeDir(t))
 		var pid int
 		waitFor(t, "the stubborn worker to start", func() bool {
@@ -723,18 +722,19 @@ func TestExitStatus(t *testing.T) {
 	}
 }
 
-// Only clone's refusals of a namespace cost the worker its PID namespace; a passing shortage
-// or exec's refusal is retried or handled as it is.
+// Only the errnos clone gives when it refuses a namespace cost the worker its PID namespace; a
+// passing shortage or exec's refusal is retried or handled as it is. Start reports a failed
+// clone, like any failure before exec, as a fork/exec PathError.
 func TestNamespaceRefused(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
 		want bool
 	}{
-		{&os.SyscallError{Syscall: "clone", Err: syscall.EPERM}, true},
-		{syscall.EINVAL, true},
-		{syscall.ENOSPC, true},
-		{syscall.EAGAIN, false},
-		{syscall.ENOMEM, false},
+		{&os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EPERM}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EINVAL}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOSPC}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EAGAIN}, false},
+		{&os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOMEM}, false},
 		{&os.PathError{Op: "fork/exec", Path: "/x", Err: syscall.EACCES}, false},
 	} {
 		t.Run(tt.err.Error(), func(t *testing.T) {

@@ -69,10 +69,11 @@ func nfsHostFiles() []hostFile {
 	return slices.Concat([]hostFile{{busyboxPath, "busybox-static"}}, nfsPrograms, nfsHostEtc)
 }
 
-// checkNFSHost fails, naming the Debian packages, when a host file the NFS image copies is missing.
-func checkNFSHost() error {
+// checkNFSHost fails, naming the Debian packages, when one of files (the host files the NFS image
+// copies: nfsHostFiles) is missing.
+func checkNFSHost(files []hostFile) error {
 	var missing []string
-	for _, f := range nfsHostFiles() {
+	for _, f := range files {
 		if _, err := os.Stat(f.path); err != nil {
 			missing = append(missing, fmt.Sprintf("%s (apt-get install %s)", f.path, f.pkg))
 		}
@@ -111,7 +112,7 @@ type NFSImage struct {
 // the nodes' names in $NFSVM_NODES, prints "NFSVM-SCENARIO-EXIT: <status>" (with the tails of
 // syslog and dmesg when it failed) and powers off.
 func BuildNFSImage(stageDir string, img NFSImage) (kernelRelease string, err error) {
-	if err := checkNFSHost(); err != nil {
+	if err := checkNFSHost(nfsHostFiles()); err != nil {
 		return "", err
 	}
 	return stageImage(stageDir, "nfs initramfs", func(release string) ([]cpioEntry, error) { return nfsEntries(release, img) })

@@ -2,6 +2,7 @@ package vlab
 
 import (
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,10 +78,24 @@ func TestNFSQemuArgs(t *testing.T) {
 	}
 }
 
-// The build machines have every host file the NFS image copies (scripts/setup-debian.sh).
-func TestNFSHostFilesPresent(t *testing.T) {
-	if err := checkNFSHost(); err != nil {
-		t.Fatal(err)
+// The build machines have every host file the NFS image copies (scripts/setup-debian.sh); a
+// missing one is named with the package that brings it.
+func TestNFSHostFiles(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "mount.nfs")
+	for _, tc := range []struct {
+		name    string
+		files   []hostFile
+		wantErr string
+	}{
+		{"this host, as set up", nfsHostFiles(), ""},
+		{"one missing", []hostFile{{"/usr/bin/bash", "bash"}, {missing, "nfs-common"}}, "vlab: the NFS image needs " + missing + " (apt-get install nfs-common)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkNFSHost(tc.files)
+			if (err == nil) != (tc.wantErr == "") || (err != nil && err.Error() != tc.wantErr) {
+				t.Errorf("err %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }
 
