@@ -41,7 +41,8 @@ FUZZ_TARGETS := \
 	./internal/artifact:FuzzOpenManifest:40000x \
 	./internal/spec:FuzzLoadLayer:40000x \
 	./internal/spec:FuzzLoadImage:30000x \
-	./internal/spec:FuzzLoadSite:20000x
+	./internal/spec:FuzzLoadSite:20000x \
+	./internal/tomlpos:FuzzPaths:200000x
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -47,9 +47,9 @@ func Load(path string) (Config, error) {
 // leaving the meaning of the values to Validate.
 func parse(path, data string) (Config, error) {
 	var m map[string]any
-	md, err := toml.Decode(data, &m)
+	md, err := tomlpos.Decode(path, data, &m)
 	if err != nil {
-		return Config{}, tomlpos.SyntaxError(path, data, err)
+		return Config{}, err
 	}
 	c := Default()
 	o := &origin{file: path, lines: keyLines(data)}

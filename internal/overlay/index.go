@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/BurntSushi/toml"
+	"github.com/labcluster/gpucluster/internal/tomlpos"
 )
 
 // IndexFile is the index of templates inside the templates FS.
@@ -51,9 +51,9 @@ func loadIndex(templates fs.FS) ([]entry, error) {
 	var doc struct {
 		File []rawEntry `toml:"file"`
 	}
-	md, err := toml.Decode(string(data), &doc)
+	md, err := tomlpos.Decode(IndexFile, string(data), &doc)
 	if err != nil {
-		return nil, fmt.Errorf("overlay index %s: %w", IndexFile, err)
+		return nil, fmt.Errorf("overlay index: %w", err)
 	}
 	if keys := md.Undecoded(); len(keys) > 0 {
 		return nil, fmt.Errorf("overlay index %s: unknown key %s", IndexFile, keys[0])

@@ -34,8 +34,8 @@ func open(path string) (*reader, table, error) {
 		return nil, table{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	var m map[string]any
-	if _, err := toml.Decode(string(data), &m); err != nil {
-		return nil, table{}, tomlpos.SyntaxError(path, string(data), err)
+	if _, err := tomlpos.Decode(path, string(data), &m); err != nil {
+		return nil, table{}, err
 	}
 	r := &reader{file: path, paths: tomlpos.Paths(string(data))}
 	return r, table{r: r, m: m}, nil

@@ -1,6 +1,7 @@
 package tomlpos
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,8 @@ import (
 //
 // The document must already have parsed: the scanner trusts the syntax and
 // follows only enough of it (strings, arrays, inline tables) not to mistake
-// a value for a key. Its answers are hints for messages, never decisions.
+// a value for a key, and stops at a key path deeper than MaxDepth. Its
+// answers are hints for messages, never decisions.
 func Lines(doc string) map[string]int {
 	return scan(doc).lines
 }
@@ -37,16 +39,16 @@ func Paths(doc string) map[string]int {
 func scan(doc string) *scanner {
 	s := &scanner{doc: doc, line: 1, lines: map[string]int{}, paths: map[string]int{}, arrays: map[string]int{}}
 	var table toml.Key
-	path := ""
+	var at path
 	for s.more() {
 		s.skip(true)
 		switch s.peek() {
 		case 0:
 			s.next() // a stray NUL: step over it
 		case '[':
-			table, path = s.header()
+			table, at = s.header()
 		default:
-			s.keyval(table, path)
+			s.keyval(table, at)
 		}
 	}
 	return s
@@ -59,7 +61,25 @@ type scanner struct {
 	lines  map[string]int // toml.Key.String -> first line
 	paths  map[string]int // path with indexes -> first line
 	arrays map[string]int // path of an array of tables -> tables so far
+	deep   *Error         // the first key deeper than MaxDepth, which ended the scan
 }
+
+// A path is a key path as [Paths] spells it, and its depth: how many keys
+// and indexes it has.
+type path struct {
+	s     string
+	depth int
+}
+
+func (p path) key(part string) path {
+	k := toml.Key{part}.String()
+	if p.s == "" {
+		return path{k, 1}
+	}
+	return path{p.s + "." + k, p.depth + 1}
+}
+
+func (p path) item(i int) path { return path{p.s + "[" + strconv.Itoa(i) + "]", p.depth + 1} }
 
 func (s *scanner) more() bool { return s.i < len(s.doc) }
 
@@ -116,25 +136,49 @@ func (s *scanner) record(k toml.Key, line int) {
 	}
 }
 
-// recordPath notes line for path unless it was seen before.
-func (s *scanner) recordPath(path string, line int) {
-	if _, ok := s.paths[path]; !ok {
-		s.paths[path] = line
+// recordPath notes line for p unless it was seen before, and ends the scan
+// at a path deeper than MaxDepth.
+func (s *scanner) recordPath(p path, line int) {
+	if p.depth > MaxDepth {
+		s.tooDeep(p.s, line)
+		return
+	}
+	if _, ok := s.paths[p.s]; !ok {
+		s.paths[p.s] = line
 	}
 }
 
-// keyPath extends path by a dotted key's parts, noting line for each.
-func (s *scanner) keyPath(path string, key toml.Key, line int) string {
-	for _, part := range key {
-		path = joinPath(path, part)
-		s.recordPath(path, line)
+// tooDeep notes the first key deeper than MaxDepth and ends the scan there:
+// the parser's cost, and the scanner's, grows with the square of the depth.
+func (s *scanner) tooDeep(key string, line int) {
+	if s.deep == nil {
+		s.deep = &Error{Line: line, Key: shorten(key),
+			Msg: fmt.Sprintf("keys, tables and arrays nested more than %d deep", MaxDepth)}
 	}
-	return path
+	s.i = len(s.doc)
+}
+
+// shorten keeps a key short enough for a message.
+func shorten(key string) string {
+	const most = 60
+	if len(key) <= most {
+		return key
+	}
+	return key[:most] + "…"
+}
+
+// keyPath extends p by a dotted key's parts, noting line for each.
+func (s *scanner) keyPath(p path, key toml.Key, line int) path {
+	for _, part := range key {
+		p = p.key(part)
+		s.recordPath(p, line)
+	}
+	return p
 }
 
 // header reads [table] or [[array.of.tables]] and returns the table's key
 // and path.
-func (s *scanner) header() (toml.Key, string) {
+func (s *scanner) header() (toml.Key, path) {
 	line := s.line
 	s.next()
 	double := s.accept('[')
@@ -150,56 +194,52 @@ func (s *scanner) header() (toml.Key, string) {
 // tablePath spells the path of the table a header names: a part naming an
 // array of tables means its last table, except the last part of a
 // [[header]], which starts a new one.
-func (s *scanner) tablePath(k toml.Key, double bool, line int) string {
-	p := ""
+func (s *scanner) tablePath(k toml.Key, double bool, line int) path {
+	var p path
 	for i, part := range k {
-		p = joinPath(p, part)
+		p = p.key(part)
 		s.recordPath(p, line)
-		n, isArray := s.arrays[p]
+		n, isArray := s.arrays[p.s]
 		switch {
 		case double && i == len(k)-1:
-			s.arrays[p] = n + 1
-			p += index(n)
+			s.arrays[p.s] = n + 1
+			p = p.item(n)
 			s.recordPath(p, line)
 		case isArray:
-			p += index(n - 1)
+			p = p.item(n - 1)
 		}
 	}
 	return p
 }
 
-func joinPath(path, part string) string {
-	if path == "" {
-		return toml.Key{part}.String()
-	}
-	return path + "." + toml.Key{part}.String()
-}
-
-func index(i int) string { return "[" + strconv.Itoa(i) + "]" }
-
 // keyval reads key = value inside table.
-func (s *scanner) keyval(table toml.Key, path string) {
+func (s *scanner) keyval(table toml.Key, at path) {
 	line := s.line
 	key := s.key()
 	k := join(table, key)
 	s.record(k, line)
-	path = s.keyPath(path, key, line)
+	at = s.keyPath(at, key, line)
 	s.skip(false)
 	s.accept('=')
-	s.value(k, path)
+	s.value(k, at)
 }
 
 func join(a, b toml.Key) toml.Key {
 	return append(append(toml.Key{}, a...), b...)
 }
 
-// key reads a dotted key of bare, "basic" and 'literal' parts.
+// key reads a dotted key of bare, "basic" and 'literal' parts, and ends the
+// scan at a key of more than MaxDepth parts.
 func (s *scanner) key() toml.Key {
 	var k toml.Key
+	line := s.line
 	for {
 		s.skip(false)
 		k = append(k, s.keyPart())
 		s.skip(false)
+		if len(k) > MaxDepth {
+			s.tooDeep(k.String(), line)
+		}
 		if !s.accept('.') {
 			return k
 		}
@@ -239,15 +279,15 @@ func unquote(q string) string {
 
 // value skips one value; keys inside inline tables are recorded under k
 // (nil inside arrays, whose keys [Lines] leaves out) and path.
-func (s *scanner) value(k toml.Key, path string) {
+func (s *scanner) value(k toml.Key, at path) {
 	s.skip(false)
 	switch s.peek() {
 	case '"', '\'':
 		s.str()
 	case '[':
-		s.array(path)
+		s.array(at)
 	case '{':
-		s.inline(k, path)
+		s.inline(k, at)
 	default:
 		for s.more() && !strings.ContainsRune(",]}\n#", rune(s.peek())) {
 			s.next()
@@ -289,29 +329,29 @@ func (s *scanner) multiline(q byte) {
 	}
 }
 
-func (s *scanner) array(path string) {
+func (s *scanner) array(at path) {
 	s.next()
 	for i := 0; s.more() && !s.accept(']'); i++ {
-		at := s.i
+		start := s.i
 		s.skip(true)
 		if s.accept(']') {
 			return
 		}
-		item := path + index(i)
+		item := at.item(i)
 		s.recordPath(item, s.line)
 		s.value(nil, item)
 		s.skip(true)
 		s.accept(',')
-		if s.i == at {
+		if s.i == start {
 			s.next()
 		}
 	}
 }
 
-func (s *scanner) inline(k toml.Key, path string) {
+func (s *scanner) inline(k toml.Key, at path) {
 	s.next()
 	for s.more() && !s.accept('}') {
-		at := s.i
+		start := s.i
 		s.skip(true)
 		if s.accept('}') {
 			return
@@ -324,13 +364,13 @@ func (s *scanner) inline(k toml.Key, path string) {
 		} else {
 			s.record(sub, line)
 		}
-		subPath := s.keyPath(path, key, line)
+		subPath := s.keyPath(at, key, line)
 		s.skip(false)
 		s.accept('=')
 		s.value(sub, subPath)
 		s.skip(true)
 		s.accept(',')
-		if s.i == at {
+		if s.i == start {
 			s.next()
 		}
 	}

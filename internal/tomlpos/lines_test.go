@@ -1,7 +1,9 @@
 package tomlpos
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -81,15 +83,26 @@ func TestScanGarbage(t *testing.T) {
 	}
 }
 
+// FuzzPaths feeds the scanner any text, as Decode's Check does before
+// the parser: every line it finds is in the document, and a document Check
+// refuses for its depth (not its size) names a line of it.
 func FuzzPaths(f *testing.F) {
-	for _, doc := range []string{"[[a]]\nb = [1, {c = 2}]\n", "a = \"\"\"x\"\"\"\n[t.'u']\n"} {
+	for _, doc := range []string{"[[a]]\nb = [1, {c = 2}]\n", "a = \"\"\"x\"\"\"\n[t.'u']\n", nest("inline tables", 40)} {
 		f.Add(doc)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
+		lines := strings.Count(doc, "\n") + 1
 		for p, l := range Paths(doc) {
-			if l < 1 || l > len(doc)+1 {
+			if l < 1 || l > lines {
 				t.Errorf("path %q at line %d", p, l)
 			}
+		}
+		err := Check("f.toml", doc)
+		var e *Error
+		switch {
+		case err == nil || len(doc) > MaxSize:
+		case !errors.As(err, &e) || e.Line < 1 || e.Line > lines:
+			t.Errorf("error %v not located in the document", err)
 		}
 	})
 }
