@@ -91,3 +91,19 @@ func TestCheckSize(t *testing.T) {
 		t.Errorf("over the limit: %v", err)
 	}
 }
+
+func TestShorten(t *testing.T) {
+	tests := []struct{ name, key, want string }{
+		{"short", "a.b", "a.b"},
+		{"at the limit", strings.Repeat("a", 60), strings.Repeat("a", 60)},
+		{"over it", strings.Repeat("a", 61), strings.Repeat("a", 60) + "…"},
+		{"not inside a rune", strings.Repeat("a", 59) + "éé", strings.Repeat("a", 59) + "…"}, // é: 2 bytes
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := shorten(tt.key); got != tt.want {
+				t.Errorf("shorten(%q) = %q, want %q", tt.key, got, tt.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 )
@@ -158,13 +159,16 @@ func (s *scanner) tooDeep(key string, line int) {
 	s.i = len(s.doc)
 }
 
-// shorten keeps a key short enough for a message.
+// shorten keeps a key short enough for a message, cut between runes.
 func shorten(key string) string {
-	const most = 60
-	if len(key) <= most {
+	n := 60
+	if len(key) <= n {
 		return key
 	}
-	return key[:most] + "…"
+	for !utf8.RuneStart(key[n]) {
+		n--
+	}
+	return key[:n] + "…"
 }
 
 // keyPath extends p by a dotted key's parts, noting line for each.
