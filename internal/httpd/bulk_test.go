@@ -2,11 +2,9 @@ package httpd
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +15,6 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/testhook"
-	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -235,19 +232,10 @@ func TestServeWaitsForDownloads(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte("k"), 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
+	addr, cancel, served := startLoopback(t, dir)
 	got := make(chan int64, 1)
 	go func() {
-		resp, err := http.Get("http://" + ln.Addr().String() + "/images/compute/1/vmlinuz")
+		resp, err := http.Get("http://" + addr + "/images/compute/1/vmlinuz")
 		if err != nil {
 			got <- -1
 			return

@@ -36,6 +36,20 @@ func serveLoopback(t *testing.T) string {
 // serveLoopbackFrom is serveLoopback with the files of dir.
 func serveLoopbackFrom(t *testing.T, dir string) string {
 	t.Helper()
+	addr, cancel, served := startLoopback(t, dir)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	return addr
+}
+
+// startLoopback runs the real Serve with the files of dir on 127.0.0.1 until cancel; served
+// receives what Serve returned.
+func startLoopback(t *testing.T, dir string) (addr string, cancel context.CancelFunc, served <-chan error) {
+	t.Helper()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log)
@@ -46,13 +60,7 @@ func serveLoopbackFrom(t *testing.T, dir string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	return ln.Addr().String()
+	return ln.Addr().String(), cancel, done
 }
 
 // send writes req on a new connection and returns the status line of the answer ("" when the
