@@ -47,13 +47,13 @@ func Load(path string) (Config, error) {
 // leaving the meaning of the values to Validate.
 func parse(path, data string) (Config, error) {
 	var m map[string]any
-	md, err := tomlpos.Decode(path, data, &m)
+	doc, err := tomlpos.Decode(path, data, &m)
 	if err != nil {
 		return Config{}, err
 	}
 	c := Default()
-	o := &origin{file: path, lines: keyLines(data)}
-	for _, k := range md.Keys() {
+	o := &origin{file: path, lines: doc.Lines}
+	for _, k := range doc.Keys() {
 		o.lines[k.String()] += 0 // in the file, even where the scanner missed it
 		if err := c.set(k, lookup(m, k)); err != nil {
 			return Config{}, &Error{File: path, Line: o.lines[k.String()], Key: k.String(), Msg: err.Error()}

@@ -334,3 +334,9 @@ func validHost(s string) bool {
 	}
 	return s != "" && validDomain(s)
 }
+
+// isBare reports a character TOML allows in a bare key: letters, digits,
+// _ and -, a safe alphabet for names too.
+func isBare(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}

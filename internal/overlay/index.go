@@ -48,18 +48,18 @@ func loadIndex(templates fs.FS) ([]entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("overlay index: %w", err)
 	}
-	var doc struct {
+	var index struct {
 		File []rawEntry `toml:"file"`
 	}
-	md, err := tomlpos.Decode(IndexFile, string(data), &doc)
+	doc, err := tomlpos.Decode(IndexFile, string(data), &index)
 	if err != nil {
 		return nil, fmt.Errorf("overlay index: %w", err)
 	}
-	if keys := md.Undecoded(); len(keys) > 0 {
+	if keys := doc.Undecoded(); len(keys) > 0 {
 		return nil, fmt.Errorf("overlay index %s: unknown key %s", IndexFile, keys[0])
 	}
-	entries := make([]entry, 0, len(doc.File))
-	for i, r := range doc.File {
+	entries := make([]entry, 0, len(index.File))
+	for i, r := range index.File {
 		e, err := r.check()
 		if err != nil {
 			return nil, fmt.Errorf("overlay index %s: file[%d] (%s): %w", IndexFile, i, r.Path, err)

@@ -34,10 +34,11 @@ func open(path string) (*reader, table, error) {
 		return nil, table{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	var m map[string]any
-	if _, err := tomlpos.Decode(path, string(data), &m); err != nil {
+	doc, err := tomlpos.Decode(path, string(data), &m)
+	if err != nil {
 		return nil, table{}, err
 	}
-	r := &reader{file: path, paths: tomlpos.Paths(string(data))}
+	r := &reader{file: path, paths: doc.Paths}
 	return r, table{r: r, m: m}, nil
 }
 

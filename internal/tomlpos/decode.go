@@ -19,29 +19,39 @@ const (
 	MaxDepth = 32      // keys and array indexes in any key path
 )
 
+// A Doc is what Decode learnt of a document besides its values.
+type Doc struct {
+	toml.MetaData
+	Lines map[string]int // as [Lines] returns them
+	Paths map[string]int // as [Paths] returns them
+}
+
 // Decode parses data, read from file, into v as toml.Decode does, once
 // data is within MaxSize and MaxDepth. Every error is an *Error located in
 // file.
-func Decode(file, data string, v any) (toml.MetaData, error) {
-	if err := Check(file, data); err != nil {
-		return toml.MetaData{}, err
+func Decode(file, data string, v any) (Doc, error) {
+	s, err := check(file, data)
+	if err != nil {
+		return Doc{}, err
 	}
 	md, err := toml.Decode(data, v)
 	if err != nil {
-		return md, SyntaxError(file, data, err)
+		return Doc{}, SyntaxError(file, data, err)
 	}
-	return md, nil
+	return Doc{MetaData: md, Lines: s.lines, Paths: s.paths}, nil
 }
 
-// Check returns an *Error if data, read from file, is larger than MaxSize
-// or has a key path deeper than MaxDepth (the first such, with its line).
-func Check(file, data string) error {
+// check scans data, read from file, and returns an *Error if it is larger
+// than MaxSize or has a key path deeper than MaxDepth (the first such, with
+// its line).
+func check(file, data string) (*scanner, error) {
 	if len(data) > MaxSize {
-		return &Error{File: file, Msg: fmt.Sprintf("%d bytes is too large for this file (at most %d)", len(data), MaxSize)}
+		return nil, &Error{File: file, Msg: fmt.Sprintf("%d bytes is too large for this file (at most %d)", len(data), MaxSize)}
 	}
-	if e := scan(data).deep; e != nil {
-		e.File = file
-		return e
+	s := scan(data)
+	if s.deep != nil {
+		s.deep.File = file
+		return nil, s.deep
 	}
-	return nil
+	return s, nil
 }

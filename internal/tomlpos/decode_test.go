@@ -69,7 +69,7 @@ func TestCheckBoundsWork(t *testing.T) {
 			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			err := Check("f.toml", doc)
+			_, err := check("f.toml", doc)
 			runtime.ReadMemStats(&after)
 			if err == nil {
 				t.Error("accepted")
@@ -82,10 +82,10 @@ func TestCheckBoundsWork(t *testing.T) {
 }
 
 func TestCheckSize(t *testing.T) {
-	if err := Check("f.toml", strings.Repeat("#", MaxSize)); err != nil {
+	if _, err := check("f.toml", strings.Repeat("#", MaxSize)); err != nil {
 		t.Errorf("at the limit: %v", err)
 	}
-	err := Check("f.toml", strings.Repeat("#", MaxSize+1))
+	_, err := check("f.toml", strings.Repeat("#", MaxSize+1))
 	var e *Error
 	if !errors.As(err, &e) || e.File != "f.toml" || !strings.Contains(e.Msg, "too large") {
 		t.Errorf("over the limit: %v", err)
@@ -98,6 +98,7 @@ func TestShorten(t *testing.T) {
 		{"at the limit", strings.Repeat("a", 60), strings.Repeat("a", 60)},
 		{"over it", strings.Repeat("a", 61), strings.Repeat("a", 60) + "…"},
 		{"not inside a rune", strings.Repeat("a", 59) + "éé", strings.Repeat("a", 59) + "…"}, // é: 2 bytes
+		{"not UTF-8", strings.Repeat("\x80", 70), strings.Repeat("\x80", 60) + "…"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

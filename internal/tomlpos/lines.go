@@ -159,14 +159,19 @@ func (s *scanner) tooDeep(key string, line int) {
 	s.i = len(s.doc)
 }
 
-// shorten keeps a key short enough for a message, cut between runes.
+// shorten keeps a key short enough for a message, cut between runes (the
+// document is not yet known to be UTF-8: at worst, cut at the limit).
 func shorten(key string) string {
-	n := 60
-	if len(key) <= n {
+	const most = 60
+	if len(key) <= most {
 		return key
 	}
-	for !utf8.RuneStart(key[n]) {
-		n--
+	n := most
+	for i := most; i > most-utf8.UTFMax; i-- {
+		if utf8.RuneStart(key[i]) {
+			n = i
+			break
+		}
 	}
 	return key[:n] + "…"
 }
@@ -232,22 +237,20 @@ func join(a, b toml.Key) toml.Key {
 	return append(append(toml.Key{}, a...), b...)
 }
 
-// key reads a dotted key of bare, "basic" and 'literal' parts, and ends the
-// scan at a key of more than MaxDepth parts.
+// key reads a dotted key of bare, "basic" and 'literal' parts. It reads no
+// more than MaxDepth+1 parts: the path the caller makes of them is then too
+// deep, and ends the scan (recordPath).
 func (s *scanner) key() toml.Key {
 	var k toml.Key
-	line := s.line
-	for {
+	for len(k) <= MaxDepth {
 		s.skip(false)
 		k = append(k, s.keyPart())
 		s.skip(false)
-		if len(k) > MaxDepth {
-			s.tooDeep(k.String(), line)
-		}
 		if !s.accept('.') {
-			return k
+			break
 		}
 	}
+	return k
 }
 
 func (s *scanner) keyPart() string {
