@@ -211,9 +211,9 @@ func run(ctx context.Context, o options) (report string, err error) {
 				if err != nil {
 					return res.markdown(), fmt.Errorf("N=%d %s, storm %d of %d: %w", n, s.Name(), pair+1, o.repeat, err)
 				}
-				r.pair = pair
 				fmt.Fprintf(os.Stderr, "bootstorm: N=%d %s (%d of %d): %s\n", n, s.Name(), pair+1, o.repeat, r.summary())
-				res.rounds = append(res.rounds, r)
+				_, isBootd := s.(*bootdServer)
+				res.add(r, isBootd)
 			}
 		}
 	}
@@ -343,7 +343,7 @@ func addClients(ctx context.Context, lab *vlab.Lab, n int) ([]*client, error) {
 // storm boots the clients at once against a freshly started s and measures; with pcapBase, it
 // records the storm's packets to pcapBase.pcap and its client timeline to pcapBase.timeline.
 func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec clientSpec, pcapBase string) (round, error) {
-	r := round{server: s.Name(), n: len(clients), load: loadavg()}
+	r := round{n: len(clients), load: loadavg()}
 	if err := resetClients(ctx, lab, clients); err != nil {
 		return r, err
 	}

@@ -9,9 +9,7 @@ import (
 
 // round is one storm: N machines against one server.
 type round struct {
-	server  string
 	n       int
-	pair    int // which of the N's storms for this server; the other server's storm of the same pair ran beside it
 	clients []clientResult
 	t0      time.Time
 	wall    time.Duration // barrier released .. last machine done
@@ -179,21 +177,50 @@ type results struct {
 	machine string
 	rootfs  int64
 	spec    clientSpec
-	rounds  []round
+	ns      []int          // the storms' sizes, in the order they ran
+	byN     map[int]*pairs // each size's storms
+}
+
+// add files storm r as bootd's or the baseline's.
+func (res *results) add(r round, isBootd bool) {
+	if res.byN == nil {
+		res.byN = map[int]*pairs{}
+	}
+	p := res.byN[r.n]
+	if p == nil {
+		p = &pairs{}
+		res.byN[r.n] = p
+		res.ns = append(res.ns, r.n)
+	}
+	if isBootd {
+		p.bootd = append(p.bootd, r)
+	} else {
+		p.baseline = append(p.baseline, r)
+	}
 }
 
 // rssLimit is the target for bootd's peak RSS at the largest storm.
 const rssLimit = 100 << 20
 
-// row is one figure of the report: how to read it off a storm and show it, and the target its
-// ratio bootd / baseline is held to (none when met is nil).
+// row is one figure of the report: how to read it off a storm and show it, and its target (none
+// when met is nil).
 type row struct {
 	name   string
 	value  func(figures) float64
 	show   func(float64) string
-	peak   bool // the largest of the storms, not their median (peak RSS); the target is on bootd's
+	peak   bool // the largest of the storms, not their median (peak RSS)
 	target string
-	met    func(ratio, bootd float64) bool
+	met    func(verdict) bool
+}
+
+// ratioAtMost and ratioAtLeast hold the ratio bootd / baseline to a bound; a pair without a
+// figure on one side misses it.
+func ratioAtMost(bound float64) func(verdict) bool {
+	return func(v verdict) bool { return v.dropped == 0 && v.ratio <= bound }
+}
+
+func ratioAtLeast(bound float64) func(verdict) bool {
+	return func(v verdict) bool { return v.dropped == 0 && v.ratio >= bound }
 }
 
 // rows are the report's figures; at the run's largest N, bootd's peak RSS is held to rssLimit.
@@ -205,12 +232,11 @@ func rows(atLargestN bool) []row {
 	showS := func(v float64) string { return fmt.Sprintf("%.2f s", time.Duration(v).Seconds()) }
 	showMBs := func(v float64) string { return fmt.Sprintf("%.1f MB/s", v/1e6) }
 	const noSlower = "≤ 1.00 (no slower)"
-	atMost1 := func(r, _ float64) bool { return r <= 1 }
-	atLeast1 := func(r, _ float64) bool { return r >= 1 }
+	atMost1, atLeast1 := ratioAtMost(1), ratioAtLeast(1)
 	rss := row{name: "server peak RSS (VmHWM)", value: func(f figures) float64 { return float64(f.RSS) },
 		show: func(v float64) string { return fmt.Sprintf("%.1f MiB", mib(int64(v))) }, peak: true}
 	if atLargestN {
-		rss.target, rss.met = "bootd < 100 MiB", func(_, bootd float64) bool { return bootd < rssLimit }
+		rss.target, rss.met = "bootd < 100 MiB", func(v verdict) bool { return v.bootd > 0 && v.bootd < rssLimit }
 	}
 	return []row{
 		{name: "time until all N are done", value: dur(func(f figures) time.Duration { return f.Wall }), show: showS, target: noSlower, met: atMost1},
@@ -224,7 +250,7 @@ func rows(atLargestN bool) []row {
 		{name: "TFTP throughput (one machine's transfer, median)", value: func(f figures) float64 { return f.TFTPEach }, show: showMBs},
 		{name: "of which TFTP transfers at once (mean)", value: func(f figures) float64 { return f.TFTPInFlight }, show: func(v float64) string { return fmt.Sprintf("%.1f", v) }},
 		{name: "DISCOVER → boot file received, p50", value: dur(func(f figures) time.Duration { return f.BootFile50 }), show: showMS, target: noSlower, met: atMost1},
-		{name: "HTTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.HTTPRate }, show: showMBs, target: "≥ 0.90 (within 10% of nginx)", met: func(r, _ float64) bool { return r >= 0.9 }},
+		{name: "HTTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.HTTPRate }, show: showMBs, target: "≥ 0.90 (within 10% of nginx)", met: ratioAtLeast(0.9)},
 		{name: "server CPU time (user + system)", value: dur(func(f figures) time.Duration { return f.CPU }), show: showS},
 		rss,
 	}
@@ -232,16 +258,16 @@ func rows(atLargestN bool) []row {
 
 // verdict is one row of one N's table.
 type verdict struct {
-	bootd, baseline float64   // the median of each server's storms (peak rows: the largest)
+	bootd, baseline float64   // the median of each server's storms that measured it (peak rows: the largest)
 	ratio           float64   // the median of the pairs' ratios (peak rows: of the largest storms)
 	ratios          []float64 // the pairs' ratios that have a figure on both sides (peak rows: none)
 	dropped         int       // comparisons without one: a side measured nothing (its machines failed)
 	met             bool      // the target is met (no target: true)
 }
 
-// judge reads row r off each pair of storms. A pair in which either side measured nothing (0: all
-// its machines failed that phase) has no ratio; a target is missed when any pair has none. A peak
-// row compares each side's largest storm instead.
+// judge reads row r off each pair of storms. A storm that measured nothing (0: all its machines
+// failed that phase) is left out of its server's median, and its pair has no ratio. A peak row
+// compares each side's largest storm instead.
 func judge(r row, bootd, baseline []figures) verdict {
 	var v verdict
 	vb, vl := make([]float64, len(bootd)), make([]float64, len(bootd))
@@ -259,9 +285,9 @@ func judge(r row, bootd, baseline []figures) verdict {
 				v.dropped++
 			}
 		}
-		v.bootd, v.baseline, v.ratio = median(vb), median(vl), median(v.ratios)
+		v.bootd, v.baseline, v.ratio = median(measured(vb)), median(measured(vl)), median(v.ratios)
 	}
-	v.met = r.met == nil || (v.dropped == 0 && r.met(v.ratio, v.bootd))
+	v.met = r.met == nil || r.met(v)
 	return v
 }
 
@@ -273,41 +299,22 @@ func ratioOf(a, b float64) (ratio float64, none int) {
 	return 0, 1
 }
 
-// pairs are one N's storms, bootd's and the baseline's of the same pair side by side.
+// pairs are one N's storms, each server's in the order they ran: the i-th of each ran side by
+// side (pair i).
 type pairs struct {
 	bootd, baseline []round
 }
 
-// pairsByN groups the storms by N, in the order of the run, keeping only complete pairs: a run
-// that stops early reports what it finished, and how many storms it left out (unpaired).
-func (res results) pairsByN() (ns []int, byN map[int]pairs, unpaired int) {
-	type key struct{ n, pair int }
-	seen := map[key]map[string]round{}
-	var keys []key
-	for _, r := range res.rounds {
-		k := key{r.n, r.pair}
-		if seen[k] == nil {
-			seen[k] = map[string]round{}
-			keys = append(keys, k)
-		}
-		seen[k][r.server] = r
-	}
-	byN = map[int]pairs{}
-	for _, k := range keys {
-		bd, okB := seen[k][bootdName]
-		bl, okL := seen[k][baselineName]
-		if !okB || !okL {
-			unpaired += len(seen[k])
-			continue
-		}
-		p, known := byN[k.n]
-		if !known {
-			ns = append(ns, k.n)
-		}
-		p.bootd, p.baseline = append(p.bootd, bd), append(p.baseline, bl)
-		byN[k.n] = p
-	}
-	return ns, byN, unpaired
+// complete keeps the pairs whose both storms ran: a run that stops early reports what it
+// finished, and how many storms it left out.
+func (p pairs) complete() (pairs, int) {
+	n := min(len(p.bootd), len(p.baseline))
+	return pairs{p.bootd[:n], p.baseline[:n]}, len(p.bootd) + len(p.baseline) - 2*n
+}
+
+// measured is the values above 0: the storms that measured a figure.
+func measured(vs []float64) []float64 {
+	return slices.DeleteFunc(slices.Clone(vs), func(v float64) bool { return v <= 0 })
 }
 
 // median is the middle value (the mean of the two middle ones for an even count; 0 for none).
@@ -336,10 +343,12 @@ func (res results) markdown() string {
 	}
 	fmt.Fprintf(&b, "Each machine: DHCP (BIOS PXE), TFTP `%s` (%.1f KiB, blksize %d), HTTP %s.\n",
 		res.spec.WantBoot, float64(res.spec.BootSize)/1024, tftpBlockSize, strings.Join(files, ", "))
-	ns, byN, unpaired := res.pairsByN()
 	var misses []string
-	for _, n := range ns {
-		misses = append(misses, byN[n].table(&b, n, n == slices.Max(ns))...)
+	unpaired := 0
+	for _, n := range res.ns {
+		p, left := res.byN[n].complete()
+		unpaired += left
+		misses = append(misses, p.table(&b, n, n == slices.Max(res.ns))...) // RSS is held to its limit at the largest N
 	}
 	if unpaired > 0 {
 		fmt.Fprintf(&b, "\nLeft out: %d storms whose partner did not run (the run stopped early).\n", unpaired)

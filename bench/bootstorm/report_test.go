@@ -112,11 +112,10 @@ func TestTargets(t *testing.T) {
 		}
 		return cs
 	}
-	res := results{machine: "test", rounds: []round{
-		// bootd: DHCP as fast, TFTP per machine twice as slow, so its boot file comes later.
-		{server: bootdName, n: 2, clients: machines(10, 50), wall: time.Second},
-		{server: baselineName, n: 2, clients: machines(10, 30), wall: time.Second},
-	}}
+	res := results{machine: "test"}
+	// bootd: DHCP as fast, TFTP per machine twice as slow, so its boot file comes later.
+	res.add(round{n: 2, clients: machines(10, 50), wall: time.Second}, true)
+	res.add(round{n: 2, clients: machines(10, 30), wall: time.Second}, false)
 	md := res.markdown()
 	for _, tc := range []struct {
 		row    string
@@ -134,20 +133,22 @@ func TestTargets(t *testing.T) {
 	}
 }
 
-// storms is a run's rounds at N = 2 for pairs of walls (bootd's, the baseline's), in the order a
-// run appends them: the servers take turns going first.
-func storms(walls ...[2]float64) []round {
-	var rs []round
+// storms is a run at N = 2 of pairs of walls (bootd's, the baseline's), the servers taking turns
+// going first as in a run.
+func storms(walls ...[2]float64) results {
+	res := results{machine: "test"}
 	for i, w := range walls {
-		bd := round{server: bootdName, n: 2, pair: i, wall: time.Duration(w[0] * float64(time.Second)), load: "0.50"}
-		bl := round{server: baselineName, n: 2, pair: i, wall: time.Duration(w[1] * float64(time.Second)), load: "0.50"}
+		bd := round{n: 2, wall: time.Duration(w[0] * float64(time.Second)), load: "0.50"}
+		bl := round{n: 2, wall: time.Duration(w[1] * float64(time.Second)), load: "0.50"}
 		if i%2 == 0 {
-			rs = append(rs, bd, bl)
+			res.add(bd, true)
+			res.add(bl, false)
 		} else {
-			rs = append(rs, bl, bd)
+			res.add(bl, false)
+			res.add(bd, true)
 		}
 	}
-	return rs
+	return res
 }
 
 // rowOf is the report's table line for figure name (the first, for one N).
@@ -174,9 +175,10 @@ func TestMedianOfPairs(t *testing.T) {
 		{"two slow pairs of three", [][2]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "ratio 2.00 (median of 3 pairs, 0.91–2.20)", "| 2.00 |", "| 0.91–2.20 |"},
 		{"two pairs: the mean of both", [][2]float64{{1.0, 1.1}, {1.32, 1.1}}, "ratio 1.05 (median of 2 pairs, 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
 		{"a pair in which bootd measured nothing", [][2]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 2 pairs, 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
+		{"bootd's storms that measured nothing are not its figure", [][2]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 1 pairs, 0.91–0.91); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			md := results{machine: "test", rounds: storms(tc.walls...)}.markdown()
+			md := storms(tc.walls...).markdown()
 			line := rowOf(md, "time until all N are done")
 			if !strings.Contains(line, tc.ratio) || !strings.Contains(line, tc.spread) {
 				t.Errorf("row %q: want ratio %s and range %s", line, tc.ratio, tc.spread)
@@ -195,34 +197,47 @@ func TestMedianOfPairs(t *testing.T) {
 // Peak RSS is the largest of the storms, held to its limit at the largest N only; a storm whose
 // partner never ran (the run stopped) is left out, and the report says so.
 func TestPeakRSSAndIncompletePairs(t *testing.T) {
-	r := func(server string, n, pair int, rss int64) round {
-		return round{server: server, n: n, pair: pair, wall: time.Second, hwm: rss}
+	// A storm at N of bootd's (bd) or the baseline's (bl), with its peak RSS in MiB.
+	type storm struct {
+		bootd  bool
+		n, rss int64
 	}
+	bd := func(n, rss int64) storm { return storm{true, n, rss} }
+	bl := func(n, rss int64) storm { return storm{false, n, rss} }
 	for _, tc := range []struct {
 		name   string
-		rounds []round
+		storms []storm  // in the order they ran
 		rows   []string // table lines the report must hold
 		missed string   // the RSS miss, "" for none
 	}{
-		{"within the limit at the largest N, over it at a smaller one", []round{
-			r(bootdName, 2, 0, 40<<20), r(baselineName, 2, 0, 20<<20),
-			r(baselineName, 2, 1, 20<<20), r(bootdName, 2, 1, 120<<20),
-			r(bootdName, 4, 0, 50<<20), r(baselineName, 4, 0, 20<<20),
-			r(bootdName, 4, 1, 150<<20), // no partner: left out
+		{"within the limit at the largest N, over it at a smaller one", []storm{
+			bd(2, 40), bl(2, 20),
+			bl(2, 20), bd(2, 120),
+			bd(4, 50), bl(4, 20),
+			bd(4, 150), // no partner: left out
 		}, []string{
 			"| server peak RSS (VmHWM) | 120.0 MiB | 20.0 MiB | 6.00 | — |  | — |",
 			"| server peak RSS (VmHWM) | 50.0 MiB | 20.0 MiB | 2.50 | bootd < 100 MiB | yes |",
 			"Left out: 1 storms whose partner did not run",
 		}, ""},
-		{"one storm over the limit at the largest N", []round{
-			r(bootdName, 4, 0, 50<<20), r(baselineName, 4, 0, 20<<20),
-			r(baselineName, 4, 1, 20<<20), r(bootdName, 4, 1, 150<<20),
+		{"one storm over the limit at the largest N", []storm{
+			bd(4, 50), bl(4, 20),
+			bl(4, 20), bd(4, 150),
 		}, []string{
 			"| server peak RSS (VmHWM) | 150.0 MiB | 20.0 MiB | 7.50 | — | bootd < 100 MiB | **no** |",
 		}, "- missed: N=4 server peak RSS (VmHWM): bootd 150.0 MiB at its largest, target bootd < 100 MiB"},
+		{"the baseline measured nothing: bootd's limit still holds", []storm{
+			bd(4, 50), bl(4, 0),
+		}, []string{
+			"| server peak RSS (VmHWM) | 50.0 MiB | 0.0 MiB | 0.00 | bootd < 100 MiB | yes |",
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			md := results{machine: "test", rounds: tc.rounds}.markdown()
+			res := results{machine: "test"}
+			for _, s := range tc.storms {
+				res.add(round{n: int(s.n), wall: time.Second, hwm: s.rss << 20}, s.bootd)
+			}
+			md := res.markdown()
 			for _, want := range tc.rows {
 				if !strings.Contains(md, want) {
 					t.Errorf("report lacks %q\n%s", want, md)
@@ -243,7 +258,7 @@ func TestTableColumns(t *testing.T) {
 			for range pairCount {
 				walls = append(walls, [2]float64{1, 1})
 			}
-			md := results{machine: "test", rounds: storms(walls...)}.markdown()
+			md := storms(walls...).markdown()
 			cells := -1
 			for _, line := range strings.Split(md, "\n") {
 				if !strings.HasPrefix(line, "|") {

@@ -39,12 +39,6 @@ first_address = "10.80.0.251"
 max_nodes = 3
 `
 
-// The servers' names, as the report pairs their storms and prints them.
-const (
-	bootdName    = "bootd"
-	baselineName = "dnsmasq+nginx"
-)
-
 // server is one side of the comparison, started fresh for every storm.
 type server interface {
 	Name() string
@@ -63,7 +57,7 @@ type bootdServer struct {
 	proc *vlab.Process
 }
 
-func (b *bootdServer) Name() string { return bootdName }
+func (b *bootdServer) Name() string { return "bootd" }
 
 func (b *bootdServer) Start(ctx context.Context) error {
 	if err := os.RemoveAll(filepath.Join(b.dir, "state")); err != nil {
@@ -94,7 +88,7 @@ type baselineServer struct {
 	nginx     *vlab.Process
 }
 
-func (s *baselineServer) Name() string { return baselineName }
+func (s *baselineServer) Name() string { return "dnsmasq+nginx" }
 
 func (s *baselineServer) Start(ctx context.Context) error {
 	run := filepath.Join(s.dir, "run")
