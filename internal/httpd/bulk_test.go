@@ -228,6 +228,8 @@ func TestServeWaitsForDownloads(t *testing.T) {
 		once.Do(func() { close(inCall); <-release })
 		return unix.Sendfile(dst, src, off, n)
 	})
+	releaseCopier := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseCopier) // a failed test leaves no copier stuck in the hook for the next test
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte("k"), 1<<20), 0o644); err != nil {
 		t.Fatal(err)
@@ -244,14 +246,18 @@ func TestServeWaitsForDownloads(t *testing.T) {
 		n, _ := io.Copy(io.Discard, resp.Body)
 		got <- n
 	}()
-	<-inCall
+	select {
+	case <-inCall:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the download never reached sendfile")
+	}
 	cancel()
 	select {
 	case err := <-served:
 		t.Fatalf("Serve returned (%v) while a download was in flight", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(release)
+	releaseCopier()
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}

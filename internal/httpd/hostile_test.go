@@ -46,8 +46,8 @@ func serveLoopbackFrom(t *testing.T, dir string) string {
 	return addr
 }
 
-// startLoopback runs the real Serve with the files of dir on 127.0.0.1 until cancel; served
-// receives what Serve returned.
+// startLoopback runs the real Serve with the files of dir on 127.0.0.1 until cancel (at the
+// latest when the test ends); served receives what Serve returned.
 func startLoopback(t *testing.T, dir string) (addr string, cancel context.CancelFunc, served <-chan error) {
 	t.Helper()
 	log := logrus.New()
@@ -58,6 +58,7 @@ func startLoopback(t *testing.T, dir string) (addr string, cancel context.Cancel
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
 	return ln.Addr().String(), cancel, done

@@ -142,7 +142,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Serve(bulkListener{ln}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	// Serve returns as soon as Shutdown begins; the requests in flight end when it returns.
+	// net/http's Serve returns as soon as Shutdown begins. Shutdown returns once the requests in
+	// flight have ended, or after 5 s with their connections closed: a copier then still inside
+	// sendfile ends on its own, after Serve.
 	<-shutDown
 	return nil
 }
