@@ -281,14 +281,9 @@ func TestLateUndoSparesTheNewAllocation(t *testing.T) {
 // Every boot script and hello sets a node's state to the one it has: that moves only its
 // last-seen time and does not wait for another request's write to end.
 func TestSetStateUnchangedDoesNotWaitForWrites(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.See("52:54:00:00:00:04", Facts{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Assign(AssignRequest{Name: "c4", Role: "compute", Address: netip.MustParseAddr("10.80.0.104"), MAC: "52:54:00:00:00:04"}); err != nil {
+	s, c := newStore(t)
+	see(t, s, macA)
+	if _, err := s.Assign(req("c4", macA)); err != nil {
 		t.Fatal(err)
 	}
 	before, err := s.SetState("c4", StateBooting)
@@ -307,6 +302,7 @@ func TestSetStateUnchangedDoesNotWaitForWrites(t *testing.T) {
 	defer close(release)
 	<-inFlight
 
+	c.t = c.t.Add(time.Second)
 	done := make(chan Node, 1)
 	go func() {
 		n, err := s.SetState("c4", StateBooting)
@@ -322,5 +318,49 @@ func TestSetStateUnchangedDoesNotWaitForWrites(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("SetState to the node's own state waited for another request's write")
+	}
+}
+
+// A node seen again moves its last-seen time in memory, and writes it once the time on disk is
+// seenPersistInterval old: through See and through SetState to the state it has.
+func TestLastSeenWrittenWhenStale(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		again func(*Store) error
+	}{
+		{"See", func(s *Store) error { _, _, err := s.See(macA, Facts{Serial: "S-" + macA}); return err }},
+		{"SetState, same state", func(s *Store) error { _, err := s.SetState("c4", StateBooting); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := newStore(t)
+			see(t, s, macA)
+			if _, err := s.Assign(req("c4", macA)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.SetState("c4", StateBooting); err != nil {
+				t.Fatal(err)
+			}
+			writes := 0
+			swapWriteState(t, func(w stateWrite) error { writes++; return performWrite(w) })
+			for _, step := range []struct {
+				after  time.Duration
+				writes int
+			}{{time.Second, 0}, {seenPersistInterval, 1}} {
+				c.t = c.t.Add(step.after)
+				writes = 0
+				if err := tc.again(s); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := s.NodeByMAC(macA); err != nil || !n.LastSeen.Equal(c.t) {
+					t.Errorf("%v later: node %+v (%v), want last seen %s", step.after, n, err, c.t)
+				}
+				if writes != step.writes {
+					t.Errorf("%v later: %d writes, want %d", step.after, writes, step.writes)
+				}
+			}
+			if n, err := onDisk(t, s.Path()).NodeByMAC(macA); err != nil || !n.LastSeen.Equal(c.t) {
+				t.Errorf("on disk: node %+v (%v), want last seen %s", n, err, c.t)
+			}
+		})
 	}
 }

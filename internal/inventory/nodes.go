@@ -208,14 +208,27 @@ func (s *Store) nodeIndex(name string) (int, error) {
 }
 
 // SetState records that node name reached state st.
+//
+// Its usual case, asked by every boot script and hello, is the state the node has already: then
+// only last-seen moves, as See moves it (in place, group-committed when the time on disk is
+// stale), without taking the writer's turn (lockIdle).
 func (s *Store) SetState(name string, st State) (Node, error) {
-	if n, done, err := s.seeInState(name, st); done {
-		return n, err
-	}
-	s.lockIdle()
-	defer s.mu.Unlock()
+	s.mu.Lock()
 	i, err := s.nodeIndex(name)
 	if err != nil {
+		s.mu.Unlock()
+		return Node{}, err
+	}
+	if n := &s.data.Nodes[i]; n.State == st {
+		n.LastSeen = s.now()
+		node, g := *n, s.bumpIf(false)
+		s.mu.Unlock()
+		return node, s.commit(g)
+	}
+	s.mu.Unlock()
+	s.lockIdle() // the node may have changed or gone meanwhile: look again
+	defer s.mu.Unlock()
+	if i, err = s.nodeIndex(name); err != nil {
 		return Node{}, err
 	}
 	old := s.data
@@ -226,22 +239,6 @@ func (s *Store) SetState(name string, st State) (Node, error) {
 		return Node{}, err
 	}
 	return *n, nil
-}
-
-// seeInState is SetState's usual case, asked by every boot script and hello: node name is in state
-// st already (done), and only its last-seen time moves, as See moves it: in place, group-committed
-// when the state on disk grows stale, without waiting for another request's write to end.
-func (s *Store) seeInState(name string, st State) (n Node, done bool, err error) {
-	s.mu.Lock()
-	i, err := s.nodeIndex(name)
-	if err != nil || s.data.Nodes[i].State != st {
-		s.mu.Unlock()
-		return Node{}, err != nil, err
-	}
-	s.data.Nodes[i].LastSeen = s.now()
-	n, g := s.data.Nodes[i], s.bumpIf(false)
-	s.mu.Unlock()
-	return n, true, s.commit(g)
 }
 
 // saveOr writes the state and, when that fails, puts old back: the state before the caller's

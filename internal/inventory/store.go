@@ -55,7 +55,8 @@ type snapshot struct {
 //     and the next write (any later change) tries again to write them all. The one exception is
 //     a new discovery allocation: its caller removes that lease again (unless a later write
 //     made it durable meanwhile), so the address is not offered, and the client's retransmitted
-//     DISCOVER is a fresh allocation, probed again.
+//     DISCOVER is a fresh allocation, probed again. SetState to the state a node has already
+//     (every boot script and hello) moves its last-seen time as See does, in this way.
 //   - Write-through with rollback (Assign, Unassign, SetState, SetHardware: rare): under mu,
 //     once no group write is in flight (lockIdle), the change is applied, the whole state is
 //     written (so it makes pending group changes durable too), and on failure the change alone is
