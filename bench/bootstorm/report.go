@@ -465,7 +465,7 @@ func failures(bootd, baseline []figures) (nb, nl int, text string) {
 	}
 	nb, eb := count(bootd)
 	nl, el := count(baseline)
-	text = fmt.Sprintf("Failed machines: bootd %d, baseline %d.", nb, nl)
+	text = fmt.Sprintf("Failed machines, over all storms: bootd %d, baseline %d.", nb, nl)
 	for _, err := range []error{eb, el} {
 		if err != nil {
 			text += fmt.Sprintf(" First error: %v.", err)
