@@ -384,7 +384,7 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 		if pairCount > 1 {
 			rangeCell = " " + spread(v) + " |" // "—" for a peak row: one comparison, of the largest
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %.2f |%s %s | %s |\n", r.name, r.show(v.bootd), r.show(v.baseline), v.ratio, rangeCell, r.target, metCell(r, v))
+		fmt.Fprintf(b, "| %s | %s | %s | %s |%s %s | %s |\n", r.name, figureCell(r, v.bootd), figureCell(r, v.baseline), ratioCell(r, v), rangeCell, r.target, metCell(r, v))
 		if !v.met {
 			misses = append(misses, fmt.Sprintf("N=%d %s: %s, target %s", n, r.name, missed(r, v, pairCount), r.target))
 		}
@@ -394,6 +394,31 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 		misses = append(misses, fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d)", n, nb, nl))
 	}
 	return misses
+}
+
+// pairsOf is "1 pair" or "n pairs".
+func pairsOf(n int) string {
+	if n == 1 {
+		return "1 pair"
+	}
+	return fmt.Sprintf("%d pairs", n)
+}
+
+// figureCell is a server's figure, "—" when none of its storms measured it.
+func figureCell(r row, x float64) string {
+	if x == 0 {
+		return "—"
+	}
+	return r.show(x)
+}
+
+// ratioCell is a row's ratio, "—" when there is none: no pair has a figure on both sides (peak
+// rows: a side's largest storm measured nothing).
+func ratioCell(r row, v verdict) string {
+	if (r.peak && v.dropped > 0) || (!r.peak && len(v.ratios) == 0) {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", v.ratio)
 }
 
 // spread is the range of a row's ratios, "—" when no pair has one.
@@ -420,8 +445,12 @@ func missed(r row, v verdict, pairCount int) string {
 	switch {
 	case r.peak:
 		s = "bootd " + r.show(v.bootd) + " at its largest"
+	case len(v.ratios) == 0 && pairCount > 1:
+		return fmt.Sprintf("no ratio: none of %d pairs has a figure on both sides", pairCount)
+	case len(v.ratios) == 0:
+		return "no ratio: a side measured nothing"
 	case pairCount > 1:
-		s = fmt.Sprintf("ratio %.2f (median of %d pairs, %s)", v.ratio, len(v.ratios), spread(v))
+		s = fmt.Sprintf("ratio %.2f (median of %s, %s)", v.ratio, pairsOf(len(v.ratios)), spread(v))
 	default:
 		s = fmt.Sprintf("ratio %.2f", v.ratio)
 	}
