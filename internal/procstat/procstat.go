@@ -4,6 +4,7 @@ package procstat
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -22,26 +23,36 @@ type Stat struct {
 // clockTick is USER_HZ, the unit of the file's times: 100 on every Linux that matters.
 const clockTick = 100
 
-// Read parses /proc/<pid>/stat. The command name, in parentheses, may hold spaces and
-// parentheses of its own, so the fields are counted from after its last ')'.
+// Read parses /proc/<pid>/stat.
 func Read(pid int) (Stat, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return Stat{}, err
 	}
+	s, err := parseStat(b)
+	if err != nil {
+		return Stat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return s, nil
+}
+
+// parseStat reads a stat file's content. The command name, in parentheses, may hold spaces and
+// parentheses of its own, so the fields are counted from after its last ')'.
+func parseStat(b []byte) (Stat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return Stat{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return Stat{}, errors.New("no command name")
 	}
 	f := strings.Fields(string(b[i+1:])) // f[0] is field 3 of proc(5)
 	if len(f) < 13 {
-		return Stat{}, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want 13 or more", pid, len(f))
+		return Stat{}, fmt.Errorf("%d fields after the command name, want 13 or more", len(f))
 	}
 	// ppid, pgrp, utime, stime: f[k] is field k+3 of proc(5).
 	var v [4]int64
 	for i, k := range [4]int{1, 2, 11, 12} {
+		var err error
 		if v[i], err = strconv.ParseInt(f[k], 10, 64); err != nil {
-			return Stat{}, fmt.Errorf("/proc/%d/stat: field %d: %w", pid, k+3, err)
+			return Stat{}, fmt.Errorf("field %d: %w", k+3, err)
 		}
 	}
 	return Stat{State: f[0], PPid: int(v[0]), PGrp: int(v[1]), CPU: time.Duration(v[2]+v[3]) * time.Second / clockTick}, nil

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,6 +22,37 @@ func TestReadSelf(t *testing.T) {
 	// another.
 	if s.State == "" || s.State == "Z" || s.PPid != os.Getppid() || s.PGrp <= 0 || s.CPU <= 0 {
 		t.Errorf("own stat = %+v, want a live state, parent %d, a group and some CPU time", s, os.Getppid())
+	}
+}
+
+// The command name may hold spaces and parentheses; the fields after it are counted from its last
+// ')'. A line cut short or with a field that is no number is an error naming the field.
+func TestParseStat(t *testing.T) {
+	const rest = " S 100 7 7 0 -1 4194560 10 0 0 0 250 130 0 0 20 0 1 0 5 0 0"
+	for _, tc := range []struct {
+		name, line string
+		want       Stat
+		wantErr    string
+	}{
+		{"plain", "42 (bootd)" + rest, Stat{State: "S", PPid: 100, PGrp: 7, CPU: 3800 * time.Millisecond}, ""},
+		{"spaces and parentheses in the name", "42 (a) (b c) )" + rest, Stat{State: "S", PPid: 100, PGrp: 7, CPU: 3800 * time.Millisecond}, ""},
+		{"zombie", "42 (sh) Z 1 42 42 0 -1 4227084 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", Stat{State: "Z", PPid: 1, PGrp: 42}, ""},
+		{"no name", "42 bootd S 100", Stat{}, "no command name"},
+		{"cut short", "42 (bootd) S 100 7 7 0", Stat{}, "5 fields after the command name, want 13 or more"},
+		{"not a number", "42 (bootd) S 100 7 7 0 -1 4194560 10 0 0 0 x 130", Stat{}, "field 14: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseStat([]byte(tc.line + "\n"))
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one starting %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
 	}
 }
 

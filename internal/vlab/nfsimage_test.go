@@ -2,6 +2,7 @@ package vlab
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,14 +82,18 @@ func TestNFSQemuArgs(t *testing.T) {
 // The build machines have every host file the NFS image copies (scripts/setup-debian.sh); a
 // missing one is named with the package that brings it.
 func TestNFSHostFiles(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "mount.nfs")
+	dir := t.TempDir()
+	present, missing := filepath.Join(dir, "bash"), filepath.Join(dir, "mount.nfs")
+	if err := os.WriteFile(present, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		files   []hostFile
 		wantErr string
 	}{
 		{"this host, as set up", nfsHostFiles(), ""},
-		{"one missing", []hostFile{{"/usr/bin/bash", "bash"}, {missing, "nfs-common"}}, "vlab: the NFS image needs " + missing + " (apt-get install nfs-common)"},
+		{"one missing", []hostFile{{present, "bash"}, {missing, "nfs-common"}}, "vlab: the NFS image needs " + missing + " (apt-get install nfs-common)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkNFSHost(tc.files)
