@@ -254,6 +254,8 @@ func (c controller) Assign(r ctl.AssignRequest) (inventory.Node, error) {
 			return inventory.Node{}, ctl.Invalid(err)
 		}
 	}
+	c.d.identity.Lock()
+	defer c.d.identity.Unlock()
 	a, err := c.d.inv.Assign(inventory.AssignRequest{Name: p.Name, Role: p.Role, Address: p.Address, MAC: r.MAC, Replace: r.Replace})
 	if err != nil {
 		return a.Node, err
@@ -266,6 +268,8 @@ func (c controller) Assign(r ctl.AssignRequest) (inventory.Node, error) {
 }
 
 func (c controller) Unassign(name string) (inventory.Node, error) {
+	c.d.identity.Lock()
+	defer c.d.identity.Unlock()
 	n, err := c.d.inv.Unassign(name)
 	if err == nil {
 		c.d.log.WithFields(map[string]any{"node": n.Name, "mac": n.MAC}).Info("node unassigned")
@@ -274,8 +278,10 @@ func (c controller) Unassign(name string) (inventory.Node, error) {
 	return n, err
 }
 
-// forgetHostKeys drops a name's SSH host keys when the name leaves its machine, so the next
-// machine to carry it gets fresh ones: the old machine held the private keys.
+// forgetHostKeys revokes and drops a name's SSH host keys when the name leaves its machine: the
+// old machine holds the private keys. Should this fail, or bootd stop before it, the keys are
+// still not handed to the next machine: they belong to the old holder (see holder), and the
+// next start forgets them (secrets.Store.Prune).
 func (d *daemon) forgetHostKeys(name string) {
 	if err := d.secrets.Forget(name); err != nil {
 		d.log.WithError(err).WithField("node", name).Error("old host keys of the node kept; remove them from the state directory by hand")

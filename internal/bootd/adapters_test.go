@@ -160,7 +160,7 @@ func TestHostKeysFollowTheMachine(t *testing.T) {
 	d := testDaemon(t)
 	key := func() string {
 		t.Helper()
-		k, err := d.secrets.HostKeys("c4")
+		k, err := d.secrets.HostKeys("c4", holders(d.inv)["c4"])
 		if err != nil || len(k) == 0 {
 			t.Fatalf("host keys of c4: %v %v", k, err)
 		}

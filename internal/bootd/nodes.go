@@ -38,6 +38,8 @@ func (d *daemon) identify(from netip.AddrPort) (inventory.Node, error) {
 type nodes struct{ d *daemon }
 
 func (n nodes) ReportHardware(from netip.AddrPort, report []byte) (string, error) {
+	n.d.identity.RLock()
+	defer n.d.identity.RUnlock()
 	node, err := n.d.identify(from)
 	if err != nil {
 		return "", err

@@ -106,7 +106,7 @@ func TestOverlayGoesToItsNode(t *testing.T) {
 	if _, ok := got["/root/.ssh/id_ed25519"]; ok {
 		t.Fatal("a compute received root's private key")
 	}
-	master, _ := d.secrets.HostKeys("master")
+	master, _ := d.secrets.HostKeys("master", holders(d.inv)["master"])
 	for path, data := range got {
 		for _, k := range master {
 			if strings.Contains(data, k.Private) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"time"
 
 	"github.com/labcluster/gpucluster/internal/config"
 	"github.com/labcluster/gpucluster/internal/httpd"
@@ -14,6 +15,8 @@ import (
 
 // Overlay renders the asking node's files, secrets included, once identify accepts it.
 func (n nodes) Overlay(from netip.AddrPort) (string, []httpd.OverlayFile, error) {
+	n.d.identity.RLock()
+	defer n.d.identity.RUnlock()
 	node, err := n.d.identify(from)
 	if err != nil {
 		return "", nil, err
@@ -111,16 +114,40 @@ func (r Renderer) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error
 	if err != nil {
 		return overlay.Secrets{}, err
 	}
+	revoked, err := r.Secrets.RevokedHostKeys()
+	if err != nil {
+		return overlay.Secrets{}, err
+	}
 	s := overlay.Secrets{MungeKey: cs.MungeKey, RootPublicKey: cs.Root.Public, RootPrivateKey: cs.Root.Private,
-		HostKeys: map[string]overlay.HostKeys{}, HostCAPublic: cs.HostCA.Public}
+		HostKeys: map[string]overlay.HostKeys{}, HostCAPublic: cs.HostCA.Public, RevokedHostKeys: revoked}
 	for _, n := range nodes {
-		keys, err := r.Secrets.HostKeys(n.Name, r.principals(n)...)
+		keys, err := r.Secrets.HostKeys(n.Name, holder(n), r.principals(n)...)
 		if err != nil {
 			return overlay.Secrets{}, err
 		}
 		s.HostKeys[n.Name] = hostKeys(keys)
 	}
 	return s, nil
+}
+
+// holder names the machine that holds node n's name, and since when, for its host keys: an
+// assignment of the name to another machine, or to the same one again after an unassign, gets
+// fresh keys (secrets.Store.HostKeys). "" for the master that withMaster stands in for.
+func holder(n inventory.Node) string {
+	if n.MAC == "" {
+		return ""
+	}
+	return n.MAC + " assigned " + n.AssignedAt.UTC().Format(time.RFC3339Nano)
+}
+
+// holders are the holders of every assigned node's name.
+func holders(inv *inventory.Store) map[string]string {
+	nodes, _ := inv.Snapshot()
+	h := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		h[n.Name] = holder(n)
+	}
+	return h
 }
 
 // principals are the names a node's host certificate is valid for: the ones SSH clients use.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,6 +49,11 @@ type daemon struct {
 	leasing singleflight.Group
 	// scout probes free discovery addresses ahead of time (nil: every new address waits for its probe).
 	scout *scout
+	// identity orders moving a name to another machine (assign, unassign: write-locked, with the
+	// host keys forgotten) against acting on a node's identity (its overlay, its hardware report:
+	// read-locked from identify to the end), so a request that identified the old machine never
+	// gets the new one's keys or writes the new one's record.
+	identity sync.RWMutex
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -93,14 +99,7 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	if err := lockStateDir(cfg.StateDir); err != nil {
 		return nil, err
 	}
-	inv, err := inventory.Open(filepath.Join(cfg.StateDir, "inventory.json"))
-	if err != nil {
-		return nil, err
-	}
-	if err := inv.Compact(); err != nil {
-		return nil, fmt.Errorf("inventory: fold the journal into the file: %w", err)
-	}
-	sec, err := secrets.Open(cfg.StateDir)
+	inv, sec, err := openState(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +116,27 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 		probe: arpprobe.New(cfg.Interface)}
 	d.scout = newScout(d)
 	return d, nil
+}
+
+// openState opens the inventory and the secrets in the state directory, and finishes what a
+// crash may have cut short: the inventory's journal is folded into its file, and the host keys
+// of names that changed machines are forgotten.
+func openState(dir string) (*inventory.Store, *secrets.Store, error) {
+	inv, err := inventory.Open(filepath.Join(dir, "inventory.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := inv.Compact(); err != nil {
+		return nil, nil, fmt.Errorf("inventory: fold the journal into the file: %w", err)
+	}
+	sec, err := secrets.Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sec.Prune(holders(inv)); err != nil {
+		return nil, nil, fmt.Errorf("host keys of names that changed machines: %w", err)
+	}
+	return inv, sec, nil
 }
 
 // lockStateDir makes the state directory private and takes an exclusive lock on it for the

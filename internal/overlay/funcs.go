@@ -21,6 +21,7 @@ func funcs(v view) template.FuncMap {
 		"hostCert":    func(typ string) (string, error) { return hostCert(v, typ) },
 		"hostCA":      func() (string, error) { return nonEmpty("host CA public key", v.Cluster.Secrets.HostCAPublic) },
 		"caPatterns":  func() string { return caPatterns(v) },
+		"revokedKeys": func() []string { return v.Cluster.Secrets.RevokedHostKeys },
 		"mungeKey":    func() (string, error) { return mungeKey(v) },
 		"rootPrivate": func() (string, error) { return rootPrivate(v) },
 		"rootPublic":  func() (string, error) { return nonEmpty("root public key", v.Cluster.Secrets.RootPublicKey) },

@@ -30,7 +30,7 @@ func TestRealKeysStayHome(t *testing.T) {
 	c.Secrets = Secrets{MungeKey: cs.MungeKey, RootPublicKey: cs.Root.Public, RootPrivateKey: cs.Root.Private, HostCAPublic: cs.HostCA.Public,
 		HostKeys: map[string]HostKeys{}}
 	for _, n := range c.Nodes {
-		keys, err := store.HostKeys(n.Name)
+		keys, err := store.HostKeys(n.Name, n.MAC)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,11 +57,12 @@ func reference() Cluster {
 		Nodes: []Node{node("c3", RoleCompute, 103, nil), node("c1", RoleCompute, 101, c1),
 			node("master", RoleMaster, 100, nil), node("c2", RoleCompute, 102, c2)},
 		Secrets: Secrets{
-			MungeKey:       bytes.Repeat([]byte("MUNGE-KEY-"), 100),
-			RootPublicKey:  "ssh-ed25519 ROOT-PUBLIC root@lab",
-			HostCAPublic:   "ssh-ed25519 HOST-CA-PUBLIC host-ca@cluster",
-			RootPrivateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nROOT-PRIVATE\n-----END OPENSSH PRIVATE KEY-----\n",
-			HostKeys:       map[string]HostKeys{},
+			MungeKey:        bytes.Repeat([]byte("MUNGE-KEY-"), 100),
+			RootPublicKey:   "ssh-ed25519 ROOT-PUBLIC root@lab",
+			HostCAPublic:    "ssh-ed25519 HOST-CA-PUBLIC host-ca@cluster",
+			RootPrivateKey:  "-----BEGIN OPENSSH PRIVATE KEY-----\nROOT-PRIVATE\n-----END OPENSSH PRIVATE KEY-----\n",
+			HostKeys:        map[string]HostKeys{},
+			RevokedHostKeys: []string{"ssh-ed25519 REVOKED-C2-OLD c2", "ssh-rsa REVOKED-C2-OLD-RSA c2"},
 		},
 	}
 	for _, n := range c.Nodes {

@@ -1,7 +1,9 @@
 // Package secrets keeps the cluster's secrets in bootd's state directory: the
 // munge key, root's SSH key pair and every node's SSH host keys. Each is made
 // once, on first use, and reused from then on, so a node that reboots gets the
-// same keys and its peers keep trusting it.
+// same keys and its peers keep trusting it. A node's host keys belong to the
+// machine that holds its name: when the name moves, they are revoked (a list
+// every known_hosts carries) and new ones made.
 //
 // Files live under <state-dir>/secrets (mode 0700), each written 0600 with a
 // temporary file, fsync, rename and a directory fsync, so a crash leaves

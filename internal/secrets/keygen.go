@@ -75,29 +75,32 @@ func parsePair(typ KeyType, priv, pub []byte) (KeyPair, error) {
 	return KeyPair{Type: typ, Private: p, Public: q}, nil
 }
 
-// hostCert returns the certificate of dir/name.pub, signing it with the host CA when there is
-// none yet or when it was made for other principals (recorded beside it).
-func (s *Store) hostCert(dir, name, node string, principals []string) (string, error) {
-	certPath, listPath := filepath.Join(dir, name+"-cert.pub"), filepath.Join(dir, name+"-cert.principals")
-	want := strings.Join(principals, ",")
-	if list, err := os.ReadFile(listPath); err == nil && string(list) == want {
+// hostCert returns the certificate of dir/name.pub (whose key is pub), signing it with the host
+// CA when there is none yet, or when the one there was made for other principals or another key
+// (what it was signed for is recorded beside it): a key made anew after a crash must not be
+// served with the old key's certificate.
+func (s *Store) hostCert(dir, name, node, pub string, principals []string) (string, error) {
+	certPath, signedPath := filepath.Join(dir, name+"-cert.pub"), filepath.Join(dir, name+"-cert.principals")
+	list := strings.Join(principals, ",")
+	signedFor := list + "\n" + keyOnly(pub)
+	if was, err := os.ReadFile(signedPath); err == nil && string(was) == signedFor {
 		if cert, err := os.ReadFile(certPath); err == nil {
 			return strings.TrimSpace(string(cert)), nil
 		}
 	}
-	cert, err := signHostKey(s.dir, filepath.Join(s.dir, hostCAName), filepath.Join(dir, name+".pub"), node, want)
+	cert, err := signHostKey(s.dir, filepath.Join(s.dir, hostCAName), filepath.Join(dir, name+".pub"), node, list)
 	if err != nil {
 		return "", err
 	}
 	if err := writeAtomic(certPath, []byte(cert+"\n")); err != nil {
 		return "", err
 	}
-	return cert, writeAtomic(listPath, []byte(want))
+	return cert, writeAtomic(signedPath, []byte(signedFor))
 }
 
 // signHostKey runs ssh-keygen -s on a copy of pub in a private temporary directory (ssh-keygen
-// writes the certificate beside its input). Host certificates never expire: a node's key
-// changes only through Forget, which removes the certificate with it.
+// writes the certificate beside its input). Host certificates never expire: a node's key changes
+// only when its name changes holder or is forgotten, and then it is revoked (revoke.go).
 func signHostKey(tmpRoot, ca, pub, node, principals string) (string, error) {
 	dir, err := os.MkdirTemp(tmpRoot, ".sign-")
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
@@ -70,20 +71,35 @@ func (s *Store) hostCA() (KeyPair, error) {
 	return s.keyPair(s.dir, hostCAName, KeyEd25519, "host-ca@cluster")
 }
 
-// HostKeys returns node's SSH host keys, one per HostKeyTypes entry, making
-// the missing ones on first use, each with a certificate from the host CA
-// valid for principals (default: the node's name).
-func (s *Store) HostKeys(node string, principals ...string) (HostKeys, error) {
+// HostKeys returns node's SSH host keys as held by holder (the machine the name is assigned to,
+// and when: see the caller), one per HostKeyTypes entry, each with a certificate from the host CA
+// valid for principals (default: the node's name). Missing keys are made on first use.
+//
+// The keys belong to one holder. When another holder asks for the name, the keys the previous
+// one held are revoked (RevokedHostKeys) and removed, and new ones made: the previous machine
+// has the private halves. So a name that moves to other hardware gets fresh keys even when the
+// Forget that should have followed was lost in a crash. A key on the revoked list is never
+// handed out again, whatever its holder. An empty holder is a name no machine holds yet (the
+// master before it is assigned): its keys are made for their public halves, and the first
+// holder to ask takes them over, as it does keys recorded before holders were.
+func (s *Store) HostKeys(node, holder string, principals ...string) (HostKeys, error) {
 	dir, err := s.nodeDir(node)
 	if err != nil {
 		return nil, err
 	}
+	if strings.ContainsAny(holder, "\n\r") {
+		return nil, fmt.Errorf("secrets: holder of %s: %q is not one line", node, holder)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := s.claim(dir, node, holder); err != nil {
 		return nil, fmt.Errorf("secrets: host keys of %s: %w", node, err)
 	}
 	if _, err := s.hostCA(); err != nil {
+		return nil, err
+	}
+	revoked, err := s.revokedSet()
+	if err != nil {
 		return nil, err
 	}
 	if len(principals) == 0 {
@@ -91,11 +107,7 @@ func (s *Store) HostKeys(node string, principals ...string) (HostKeys, error) {
 	}
 	keys := make(HostKeys, 0, len(HostKeyTypes))
 	for _, t := range HostKeyTypes {
-		name := "ssh_host_" + string(t) + "_key"
-		k, err := s.keyPair(dir, name, t, "root@"+node)
-		if err == nil {
-			k.Cert, err = s.hostCert(dir, name, node, principals)
-		}
+		k, err := s.hostKey(dir, node, t, principals, revoked)
 		if err != nil {
 			return nil, fmt.Errorf("secrets: host keys of %s: %w", node, err)
 		}
@@ -104,9 +116,52 @@ func (s *Store) HostKeys(node string, principals ...string) (HostKeys, error) {
 	return keys, nil
 }
 
-// Forget removes node's host keys, so a name given to another machine (or a
-// replaced disk-less PC) gets fresh ones. Forgetting an unknown node is not an
-// error.
+// hostKey loads or makes one host key of node with its certificate. A key on the revoked list
+// (left behind by a removal that a crash cut short) is replaced. Callers hold s.mu.
+func (s *Store) hostKey(dir, node string, t KeyType, principals []string, revoked map[string]bool) (KeyPair, error) {
+	name := "ssh_host_" + string(t) + "_key"
+	k, err := s.keyPair(dir, name, t, "root@"+node)
+	if err == nil && revoked[keyOnly(k.Public)] {
+		if err = removeHostKey(dir, name); err == nil {
+			k, err = s.keyPair(dir, name, t, "root@"+node)
+		}
+	}
+	if err != nil {
+		return KeyPair{}, err
+	}
+	k.Cert, err = s.hostCert(dir, name, node, k.Public, principals)
+	return k, err
+}
+
+// holderFile records, in a node's directory, which holder its keys belong to.
+const holderFile = "holder"
+
+// claim makes dir hold holder's keys: a directory of another holder has its keys revoked and
+// removed first. Callers hold s.mu.
+func (s *Store) claim(dir, node, holder string) error {
+	stored, err := readSecret(filepath.Join(dir, holderFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		stored = nil
+	case err != nil:
+		return err
+	}
+	switch {
+	case holder == "" || string(stored) == holder:
+		return os.MkdirAll(dir, 0o700)
+	case stored != nil:
+		if err := s.forget(dir, node); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, holderFile), []byte(holder))
+}
+
+// Forget revokes node's host keys and removes them, so a name given to another machine (or a
+// replaced disk-less PC) gets fresh ones. Forgetting an unknown node is not an error.
 func (s *Store) Forget(node string) error {
 	dir, err := s.nodeDir(node)
 	if err != nil {
@@ -114,8 +169,55 @@ func (s *Store) Forget(node string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.forget(dir, node); err != nil {
 		return fmt.Errorf("secrets: forget %s: %w", node, err)
+	}
+	return nil
+}
+
+// Prune forgets the host keys of every node whose recorded holder is not holders[node]: bootd
+// calls it at start with the assigned nodes, which redoes a Forget that a crash cut off after
+// the inventory changed. Keys with no holder recorded are left alone.
+func (s *Store) Prune(holders map[string]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries, err := os.ReadDir(filepath.Join(s.dir, "hosts"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	for _, e := range entries {
+		dir, err := s.nodeDir(e.Name())
+		if err != nil {
+			continue // not a node's directory: never made by this package
+		}
+		stored, err := readSecret(filepath.Join(dir, holderFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if string(stored) == holders[e.Name()] {
+			continue
+		}
+		if err := s.forget(dir, e.Name()); err != nil {
+			return fmt.Errorf("secrets: forget %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// forget revokes the keys in dir, then removes dir: a removal that a crash cuts short leaves
+// only revoked keys, which HostKeys never hands out. Callers hold s.mu.
+func (s *Store) forget(dir, node string) error {
+	if err := s.revoke(dir, node); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
 	}
 	return atomicfile.SyncDir(filepath.Dir(dir))
 }

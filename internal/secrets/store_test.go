@@ -62,7 +62,7 @@ func TestHostKeys(t *testing.T) {
 	needKeygen(t)
 	state := t.TempDir()
 	s := open(t, state)
-	c1, err := s.HostKeys("c1")
+	c1, err := s.HostKeys("c1", holderA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestHostKeys(t *testing.T) {
 		}
 	})
 	t.Run("reused after reopen", func(t *testing.T) {
-		again, err := open(t, state).HostKeys("c1")
+		again, err := open(t, state).HostKeys("c1", holderA)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestHostKeys(t *testing.T) {
 		}
 	})
 	t.Run("differ per node", func(t *testing.T) {
-		c2, err := s.HostKeys("c2")
+		c2, err := s.HostKeys("c2", holderB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestHostKeys(t *testing.T) {
 		if err := s.Forget("c1"); err != nil {
 			t.Errorf("second Forget: %v", err)
 		}
-		fresh, err := s.HostKeys("c1")
+		fresh, err := s.HostKeys("c1", holderA)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestBadNodeNames(t *testing.T) {
 	s := open(t, t.TempDir())
 	for _, name := range []string{"", "..", "../x", "a/b", "C1", ".hidden"} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := s.HostKeys(name); err == nil {
+			if _, err := s.HostKeys(name, holderA); err == nil {
 				t.Error("HostKeys accepted it")
 			}
 			if err := s.Forget(name); err == nil {
@@ -163,7 +163,7 @@ func TestConcurrent(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			c, err := s.Cluster()
-			h, herr := s.HostKeys("c1")
+			h, herr := s.HostKeys("c1", holderA)
 			if err != nil || herr != nil {
 				t.Error(err, herr)
 				return
@@ -234,7 +234,7 @@ func TestHostCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := s.HostKeys("c4", "c4", "10.80.0.104")
+	keys, err := s.HostKeys("c4", holderA, "c4", "10.80.0.104")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,11 +260,11 @@ func TestHostCertificates(t *testing.T) {
 			}
 		})
 	}
-	again, err := s.HostKeys("c4", "c4", "10.80.0.104")
+	again, err := s.HostKeys("c4", holderA, "c4", "10.80.0.104")
 	if err != nil || again[0].Cert != keys[0].Cert {
 		t.Fatalf("second call re-signed the certificate (%v)", err)
 	}
-	other, err := s.HostKeys("c4", "c4", "c4.lab", "10.80.0.104")
+	other, err := s.HostKeys("c4", holderA, "c4", "c4.lab", "10.80.0.104")
 	if err != nil || other[0].Cert == keys[0].Cert {
 		t.Fatalf("new principals kept the old certificate (%v)", err)
 	}

@@ -1,0 +1,241 @@
+package bootd
+
+import (
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/config"
+	"github.com/labcluster/gpucluster/internal/ctl"
+	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/secrets"
+	"github.com/labcluster/gpucluster/overlays"
+)
+
+const (
+	machineA = "52:54:00:00:00:0a"
+	machineB = "52:54:00:00:00:0b"
+	c1From   = "10.80.0.101:700" // c1's address, a privileged port
+)
+
+// daemonOn is a daemon on state directory state, as bootd opens it at start (openState).
+func daemonOn(t *testing.T, state string) *daemon {
+	t.Helper()
+	inv, sec, err := openState(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
+		started: time.Now(), secrets: sec, templates: overlays.FS}
+}
+
+// assignC1 names machine mac c1 (it netbooted first), replacing c1's machine when replace.
+func assignC1(t *testing.T, d *daemon, mac string, replace bool) error {
+	t.Helper()
+	if _, _, err := d.inv.See(mac, inventory.Facts{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c1", MAC: mac, Replace: replace})
+	return err
+}
+
+// c1HostKey is the ed25519 host private key in the overlay that c1's address gets, with the
+// neighbour table saying the address is at mac.
+func c1HostKey(t *testing.T, d *daemon, mac string) string {
+	t.Helper()
+	d.neighbourMAC = func(netip.Addr) (string, error) { return mac, nil }
+	_, files, err := nodes{d}.Overlay(netip.MustParseAddrPort(c1From))
+	if err != nil {
+		t.Fatalf("overlay of c1 for %s: %v", mac, err)
+	}
+	for _, f := range files {
+		if f.Path == "/etc/ssh/ssh_host_ed25519_key" {
+			return string(f.Data)
+		}
+	}
+	t.Fatal("c1's overlay has no ed25519 host key")
+	return ""
+}
+
+// replaceDuringIdentify makes the next request's identify, at its last step (A accepted as c1),
+// set off `assign c1 --mac B --replace`, and fails the test if that goes through before the
+// request is done with A. The returned function waits for the replace.
+func replaceDuringIdentify(t *testing.T, d *daemon) (waitReplaced func()) {
+	t.Helper()
+	if _, _, err := d.inv.See(machineB, inventory.Facts{}); err != nil {
+		t.Fatal(err)
+	}
+	replaced := make(chan error, 1)
+	d.neighbourMAC = func(netip.Addr) (string, error) {
+		go func() {
+			_, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c1", MAC: machineB, Replace: true})
+			replaced <- err
+		}()
+		select {
+		case err := <-replaced:
+			t.Error("the replace went through while a request that identified the old machine was in flight")
+			replaced <- err // for waitReplaced
+		case <-time.After(200 * time.Millisecond):
+		}
+		return machineA, nil
+	}
+	return func() {
+		if err := <-replaced; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// `assign c1 --replace` while old machine A's overlay request is past identify: the assign waits
+// for the request, so A gets its own (old) keys, never the ones made for B.
+func TestReplaceWaitsForOverlayInFlight(t *testing.T) {
+	d := testDaemon(t)
+	if err := assignC1(t, d, machineA, false); err != nil {
+		t.Fatal(err)
+	}
+	old := c1HostKey(t, d, machineA)
+	waitReplaced := replaceDuringIdentify(t, d)
+	_, files, err := nodes{d}.Overlay(netip.MustParseAddrPort(c1From))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var givenToA string
+	for _, f := range files {
+		if f.Path == "/etc/ssh/ssh_host_ed25519_key" {
+			givenToA = string(f.Data)
+		}
+	}
+	waitReplaced()
+	if givenToA == c1HostKey(t, d, machineB) {
+		t.Fatal("old machine A received the host key made for B")
+	}
+	if givenToA != old {
+		t.Error("A's request got other keys than A's own")
+	}
+	d.neighbourMAC = func(netip.Addr) (string, error) { return machineA, nil }
+	if _, _, err := (nodes{d}).Overlay(netip.MustParseAddrPort(c1From)); err == nil {
+		t.Error("A's overlay request served after the replace")
+	}
+}
+
+// The same for A's hardware report: it lands on A's record, which the replace then drops, not on
+// B's.
+func TestReplaceWaitsForHardwareReportInFlight(t *testing.T) {
+	d := testDaemon(t)
+	if err := assignC1(t, d, machineA, false); err != nil {
+		t.Fatal(err)
+	}
+	waitReplaced := replaceDuringIdentify(t, d)
+	report := `{"slurmd_c":"NodeName=c1 CPUs=8 RealMemory=15866","gpus":["NVIDIA GeForce RTX 3090"]}`
+	if _, err := (nodes{d}).ReportHardware(netip.MustParseAddrPort(c1From), []byte(report)); err != nil {
+		t.Fatal(err)
+	}
+	waitReplaced()
+	for _, n := range mustSnapshot(d) {
+		if n.Name == "c1" && (n.MAC != machineB || n.Hardware != nil) {
+			t.Errorf("c1 after the replace: machine %s, hardware %+v; want %s with none reported yet", n.MAC, n.Hardware, machineB)
+		}
+	}
+}
+
+// bootd stops after an unassign (or a replace) reached the inventory and before the host keys
+// were forgotten: the next machine named c1 still gets fresh keys, and the old ones are revoked.
+func TestForgetLostInACrash(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(d *daemon) error
+	}{
+		{"unassign", func(d *daemon) error { _, err := d.inv.Unassign("c1"); return err }},
+		{"replace", func(d *daemon) error {
+			_, err := d.inv.Assign(inventory.AssignRequest{Name: "c1", Role: "compute", Address: netip.MustParseAddr("10.80.0.101"), MAC: machineB, Replace: true})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			d := daemonOn(t, state)
+			if err := assignC1(t, d, machineA, false); err != nil {
+				t.Fatal(err)
+			}
+			keyA := c1HostKey(t, d, machineA)
+			if _, _, err := d.inv.See(machineB, inventory.Facts{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.change(d); err != nil { // the inventory's half of the controller's work
+				t.Fatal(err)
+			}
+			// crash; bootd starts again on the same state directory, and forgets A's keys
+			d = daemonOn(t, state)
+			if revoked, err := d.secrets.RevokedHostKeys(); err != nil || len(revoked) != len(secrets.HostKeyTypes) {
+				t.Errorf("revoked at start: %q (%v), want A's %d keys", revoked, err, len(secrets.HostKeyTypes))
+			}
+			if tc.name == "unassign" {
+				if err := assignC1(t, d, machineB, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c1HostKey(t, d, machineB) == keyA {
+				t.Fatal("machine B got machine A's host key")
+			}
+			revoked, err := d.secrets.RevokedHostKeys()
+			if err != nil || len(revoked) != len(secrets.HostKeyTypes) {
+				t.Errorf("revoked %q (%v): want A's %d keys", revoked, err, len(secrets.HostKeyTypes))
+			}
+		})
+	}
+}
+
+// Every node's known_hosts refuses the keys a name's earlier machine held.
+func TestOverlayCarriesRevokedKeys(t *testing.T) {
+	d := testDaemon(t)
+	if err := assignC1(t, d, machineA, false); err != nil {
+		t.Fatal(err)
+	}
+	c1HostKey(t, d, machineA)
+	if err := assignC1(t, d, machineB, true); err != nil {
+		t.Fatal(err)
+	}
+	revoked, err := d.secrets.RevokedHostKeys()
+	if err != nil || len(revoked) == 0 {
+		t.Fatalf("nothing revoked after the replace (%v)", err)
+	}
+	files, err := d.renderer().Render(mustSnapshot(d), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Path != "/etc/ssh/ssh_known_hosts" {
+			continue
+		}
+		for _, r := range revoked {
+			if want := "@revoked * " + keyOnlyOf(r); !containsLine(string(f.Data), want) {
+				t.Errorf("known_hosts lacks %q:\n%s", want, f.Data)
+			}
+		}
+		return
+	}
+	t.Fatal("no known_hosts in c1's overlay")
+}
+
+func mustSnapshot(d *daemon) []inventory.Node {
+	nodes, _ := d.inv.Snapshot()
+	return nodes
+}
+
+// keyOnlyOf is a public key line's type and base64.
+func keyOnlyOf(line string) string {
+	f := strings.Fields(line)
+	return strings.Join(f[:min(2, len(f))], " ")
+}
+
+func containsLine(text, line string) bool {
+	return slices.Contains(strings.Split(text, "\n"), line)
+}

@@ -1,0 +1,196 @@
+package secrets
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Holders as bootd names them: the machine's MAC and when the name was assigned to it.
+const (
+	holderA = "52:54:00:00:00:0a 2026-11-22T06:00:00Z"
+	holderB = "52:54:00:00:00:0b 2026-11-22T07:00:00Z"
+)
+
+// publicKeys is the key part of each of keys' public lines.
+func publicKeys(keys HostKeys) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, keyOnly(k.Public))
+	}
+	return out
+}
+
+func revokedKeys(t *testing.T, s *Store) []string {
+	t.Helper()
+	lines, err := s.RevokedHostKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, l := range lines {
+		keys = append(keys, keyOnly(l))
+	}
+	return keys
+}
+
+func hostKeys(t *testing.T, s *Store, node, holder string) HostKeys {
+	t.Helper()
+	k, err := s.HostKeys(node, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// Keys follow the machine that holds the name: another holder gets fresh keys and the old ones
+// are revoked; an empty holder (a name no machine holds yet) is taken over without revoking.
+func TestHostKeysFollowTheirHolder(t *testing.T) {
+	needKeygen(t)
+	for _, tc := range []struct {
+		name        string
+		first, then string
+		fresh       bool // then gets other keys than first, and first's are revoked
+	}{
+		{"same holder", holderA, holderA, false},
+		{"another holder", holderA, holderB, true},
+		{"no holder yet, then one", "", holderA, false},
+		{"a holder, then a render that names none", holderA, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			s := open(t, state)
+			first := hostKeys(t, s, "c1", tc.first)
+			then := hostKeys(t, open(t, state), "c1", tc.then)
+			if changed := then[0].Private != first[0].Private; changed != tc.fresh {
+				t.Fatalf("keys changed: %v, want %v", changed, tc.fresh)
+			}
+			revoked := revokedKeys(t, s)
+			if !tc.fresh {
+				if len(revoked) != 0 {
+					t.Errorf("revoked %v, want none", revoked)
+				}
+				return
+			}
+			if !slices.Equal(revoked, publicKeys(first)) {
+				t.Errorf("revoked %v, want the first holder's %v", revoked, publicKeys(first))
+			}
+			for _, k := range publicKeys(then) {
+				if slices.Contains(revoked, k) {
+					t.Errorf("the new holder's key %s is revoked", k)
+				}
+			}
+		})
+	}
+}
+
+// Forget revokes before it removes: the revoked list names the node, and keys that a removal cut
+// short left behind are never handed out again, nor a certificate of a key that is gone.
+func TestForgetRevokes(t *testing.T) {
+	needKeygen(t)
+	t.Run("forget", func(t *testing.T) {
+		s := open(t, t.TempDir())
+		old := hostKeys(t, s, "c1", holderA)
+		if err := s.Forget("c1"); err != nil {
+			t.Fatal(err)
+		}
+		lines, err := s.RevokedHostKeys()
+		if err != nil || len(lines) != len(HostKeyTypes) || !strings.HasSuffix(lines[0], " c1") {
+			t.Fatalf("revoked list %q (%v), want %d keys of c1", lines, err, len(HostKeyTypes))
+		}
+		if fresh := hostKeys(t, s, "c1", holderA); fresh[0].Private == old[0].Private {
+			t.Error("the same holder got the forgotten keys back")
+		}
+		if err := s.Forget("c9"); err != nil {
+			t.Errorf("forgetting a node without keys: %v", err)
+		}
+	})
+	t.Run("removal cut short", func(t *testing.T) {
+		s := open(t, t.TempDir())
+		old := hostKeys(t, s, "c1", holderA)
+		dir, _ := s.nodeDir("c1")
+		s.mu.Lock()
+		err := s.revoke(dir, "c1") // Forget's first step; the crash comes before the removal
+		s.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := hostKeys(t, s, "c1", holderA)
+		for i := range fresh {
+			if fresh[i].Private == old[i].Private {
+				t.Errorf("revoked %s key handed out again", fresh[i].Type)
+			}
+			if got, want := certKey(t, fresh[i].Cert), fingerprint(t, fresh[i].Public); got != want {
+				t.Errorf("%s certificate is of key %s, the key is %s", fresh[i].Type, got, want)
+			}
+		}
+	})
+}
+
+// Prune redoes the Forget of every node whose keys another holder (or none) has now.
+func TestPrune(t *testing.T) {
+	needKeygen(t)
+	s := open(t, t.TempDir())
+	c1 := hostKeys(t, s, "c1", holderA)    // still c1's machine
+	c2 := hostKeys(t, s, "c2", holderA)    // c2 now on machine B: the Forget was lost
+	c3 := hostKeys(t, s, "c3", holderB)    // c3 unassigned since
+	master := hostKeys(t, s, "master", "") // no machine yet
+	if err := s.Prune(map[string]string{"c1": holderA, "c2": holderB}); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Concat(publicKeys(c2), publicKeys(c3))
+	if got := revokedKeys(t, s); !slices.Equal(got, want) {
+		t.Errorf("revoked %v, want c2's and c3's %v", got, want)
+	}
+	for _, tc := range []struct {
+		node, holder string
+		had          HostKeys
+		kept         bool
+	}{{"c1", holderA, c1, true}, {"c2", holderB, c2, false}, {"c3", holderB, c3, false}, {"master", "", master, true}} {
+		if now := hostKeys(t, s, tc.node, tc.holder); (now[0].Private == tc.had[0].Private) != tc.kept {
+			t.Errorf("%s: keys kept %v, want %v", tc.node, !tc.kept, tc.kept)
+		}
+	}
+}
+
+// A holder is one line: it is stored in a file of its own and compared whole.
+func TestHolderIsOneLine(t *testing.T) {
+	if _, err := open(t, t.TempDir()).HostKeys("c1", "a\nb"); err == nil {
+		t.Error("a holder with a newline was accepted")
+	}
+}
+
+// certKey is the fingerprint of the key a certificate certifies, as ssh-keygen -L reads it.
+func certKey(t *testing.T, cert string) string {
+	t.Helper()
+	out := sshKeygenOn(t, cert, "-L")
+	for l := range strings.Lines(out) {
+		if f := strings.Fields(l); len(f) >= 4 && f[0] == "Public" && f[1] == "key:" {
+			return f[3]
+		}
+	}
+	t.Fatalf("ssh-keygen -L names no public key:\n%s", out)
+	return ""
+}
+
+func fingerprint(t *testing.T, pub string) string {
+	t.Helper()
+	return strings.Fields(sshKeygenOn(t, pub, "-l"))[1]
+}
+
+// sshKeygenOn runs ssh-keygen with args on a file holding line.
+func sshKeygenOn(t *testing.T, line string, args ...string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "key.pub")
+	if err := os.WriteFile(f, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ssh-keygen", append(args, "-f", f)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh-keygen %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
