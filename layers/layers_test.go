@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -42,7 +44,7 @@ func chroot(t *testing.T, files map[string]string) string {
 	}
 	write("bin/busybox", string(bb), 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
-		"mkdir", "chown", "chmod", "id", "grep", "mv"} {
+		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -202,46 +204,66 @@ func exists(root, path string) bool {
 	return err == nil
 }
 
+// bootd-node report posts slurmd -C's first line; a node without slurmd (the master) posts the
+// same fields from the kernel, so bootd accepts the master's report too.
 func TestBootdNodeReport(t *testing.T) {
 	script, err := os.ReadFile("files/base/bootd/bootd-node")
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := chroot(t, map[string]string{
-		"usr/libexec/bootd-node": string(script),
-		"proc/cmdline":           "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
-		"dev/null":               "", // a plain file will do for the redirections
-		"tmp/.keep":              "",
-		// slurmd's line with characters JSON must escape; curl records its arguments.
-		"bin/slurmd": "#!/bin/sh\necho 'NodeName=c1 CPUs=8 RealMemory=15866 Features=\"a\\b\"'\necho 'UpTime=0-00:01:00'\n",
-		"bin/curl":   "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > /tmp/curl.args\n",
-	})
-	if out, err := run(t, root, nil, "/bin/sh", "/usr/libexec/bootd-node", "report"); err != nil {
-		t.Fatalf("bootd-node report: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "tmp/curl.args"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := strings.Split(strings.TrimSpace(string(b)), "\n")
-	var body string
-	for i, a := range args {
-		if a == "--data-binary" && i+1 < len(args) {
-			body = args[i+1]
-		}
-	}
-	var report struct {
-		SlurmdC string   `json:"slurmd_c"`
-		GPUs    []string `json:"gpus"`
-	}
-	if err := json.Unmarshal([]byte(body), &report); err != nil {
-		t.Fatalf("report body %q is not JSON: %v", body, err)
-	}
-	if want := `NodeName=c1 CPUs=8 RealMemory=15866 Features="a\b"`; report.SlurmdC != want || len(report.GPUs) != 0 {
-		t.Fatalf("report = %+v, want slurmd_c %q and no GPUs", report, want)
-	}
-	if !strings.Contains(string(b), "http://10.80.0.1/api/v1/node/hardware") || !strings.Contains(string(b), "600-1023") {
-		t.Fatalf("curl was not asked for bootd's hardware endpoint from a privileged port:\n%s", b)
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  *regexp.Regexp
+	}{
+		{"slurmd", map[string]string{
+			// slurmd's line with characters JSON must escape.
+			"bin/slurmd": "#!/bin/sh\necho 'NodeName=c1 CPUs=8 RealMemory=15866 Features=\"a\\b\"'\necho 'UpTime=0-00:01:00'\n",
+		}, regexp.MustCompile(`^NodeName=c1 CPUs=8 RealMemory=15866 Features="a\\b"$`)},
+		{"no slurmd (the master)", map[string]string{
+			"proc/meminfo":             "MemTotal:       16250164 kB\nMemFree:        15000000 kB\n",
+			"proc/sys/kernel/hostname": "master\n",
+		}, regexp.MustCompile(`^NodeName=master CPUs=[1-9][0-9]* RealMemory=15869$`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{
+				"usr/libexec/bootd-node": string(script),
+				"proc/cmdline":           "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
+				"dev/null":               "", // a plain file will do for the redirections
+				"tmp/.keep":              "",
+				// curl records its arguments.
+				"bin/curl": "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > /tmp/curl.args\n",
+			}
+			maps.Copy(files, tc.files)
+			root := chroot(t, files)
+			if out, err := run(t, root, nil, "/bin/sh", "/usr/libexec/bootd-node", "report"); err != nil {
+				t.Fatalf("bootd-node report: %v\n%s", err, out)
+			}
+			b, err := os.ReadFile(filepath.Join(root, "tmp/curl.args"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.Split(strings.TrimSpace(string(b)), "\n")
+			var body string
+			for i, a := range args {
+				if a == "--data-binary" && i+1 < len(args) {
+					body = args[i+1]
+				}
+			}
+			var report struct {
+				SlurmdC string   `json:"slurmd_c"`
+				GPUs    []string `json:"gpus"`
+			}
+			if err := json.Unmarshal([]byte(body), &report); err != nil {
+				t.Fatalf("report body %q is not JSON: %v", body, err)
+			}
+			if !tc.want.MatchString(report.SlurmdC) || len(report.GPUs) != 0 {
+				t.Fatalf("report = %+v, want slurmd_c matching %s and no GPUs", report, tc.want)
+			}
+			if !strings.Contains(string(b), "http://10.80.0.1/api/v1/node/hardware") || !strings.Contains(string(b), "600-1023") {
+				t.Fatalf("curl was not asked for bootd's hardware endpoint from a privileged port:\n%s", b)
+			}
+		})
 	}
 }
 

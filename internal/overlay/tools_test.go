@@ -112,3 +112,72 @@ func fileData(t *testing.T, c Cluster, node, path string) []byte {
 	t.Fatalf("%s has no %s", node, path)
 	return nil
 }
+
+// TestTmpfilesKeepAdminOwnership applies the master's rendered tmpfiles.d with the real
+// systemd-tmpfiles, as two boots do: the first makes the directories (slurmctld's state
+// directory slurm's, the rest root's); then the admin gives the software tree to the account
+// that runs EasyBuild (`chown -R`, group-writable), and the second boot keeps that.
+func TestTmpfilesKeepAdminOwnership(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root to give files owners: run as root, as CI does")
+	}
+	if _, err := exec.LookPath("systemd-tmpfiles"); err != nil {
+		t.Fatal("systemd-tmpfiles not installed (Debian: systemd)")
+	}
+	root := t.TempDir()
+	for path, data := range map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nslurm:x:901:901::/var/lib/slurm:/sbin/nologin\neb:x:1500:1500::/home/eb:/bin/sh\n",
+		"etc/group":  "root:x:0:\nslurm:x:901:\neb:x:1500:\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := filepath.Join(t.TempDir(), "bootd.conf")
+	if err := os.WriteFile(conf, fileData(t, reference(), "master", "/etc/tmpfiles.d/bootd.conf"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	boot := func() {
+		t.Helper()
+		if out, err := exec.Command("systemd-tmpfiles", "--create", "--root="+root, conf).CombinedOutput(); err != nil {
+			t.Fatalf("systemd-tmpfiles --create: %v\n%s", err, out)
+		}
+	}
+	boot()
+	software := filepath.Join(root, "opt/software")
+	if err := filepath.Walk(software, func(p string, _ os.FileInfo, err error) error {
+		if err == nil {
+			err = os.Lchown(p, 1500, 1500)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(software, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	boot()
+	for _, tc := range []struct {
+		path     string
+		mode     os.FileMode
+		uid, gid uint32
+	}{
+		{"opt/software", 0o775, 1500, 1500},
+		{"opt/software/modules/all", 0o755, 1500, 1500},
+		{"home", 0o755, 0, 0},
+		{"var/spool/slurmctld", 0o700, 901, 901},
+	} {
+		fi, err := os.Stat(filepath.Join(root, tc.path))
+		if err != nil {
+			t.Errorf("/%s: %v", tc.path, err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() || fi.Mode().Perm() != tc.mode || st.Uid != tc.uid || st.Gid != tc.gid {
+			t.Errorf("/%s: %v %d:%d, want a directory %04o %d:%d", tc.path, fi.Mode(), st.Uid, st.Gid, tc.mode, tc.uid, tc.gid)
+		}
+	}
+}
