@@ -3,6 +3,9 @@
 package layers
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -641,4 +644,97 @@ func unitRoot(t *testing.T, role string) (string, []string) {
 		t.Fatalf("the %s image installs no units", role)
 	}
 	return root, units
+}
+
+// bootd-node overlay unpacks the node's files over /. Its /etc/fstab holds only bootd's block:
+// a disk-installed node keeps its own lines, a block from an earlier boot is replaced, and
+// systemd is told to read the file again and mount what is new (it made its mount units before
+// the overlay came); a node whose overlay has no fstab (the master) leaves both alone.
+func TestBootdNodeOverlay(t *testing.T) {
+	script, err := os.ReadFile("files/base/bootd/bootd-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		own   = "UUID=1234 / xfs defaults 0 0\nUUID=5678 /boot xfs defaults 0 0\n"
+		block = "# bootd: begin. The master's shares\nmaster:/home /home nfs defaults,_netdev 0 0\n# bootd: end\n"
+		old   = "# bootd: begin. The master's shares\nold-master:/home /home nfs defaults 0 0\n# bootd: end\n"
+	)
+	reload := "daemon-reload\n--no-block start remote-fs.target\n"
+	for _, tc := range []struct {
+		name      string
+		fstab     string // before; "" for none
+		overlay   string // the overlay's /etc/fstab; "" for none
+		systemd   bool   // running under systemd
+		want      string // /etc/fstab after; "" for none
+		systemctl string // what systemctl was asked, in order
+	}{
+		{"netboot", "", block, true, block, reload},
+		{"disk install, first boot", own, block, true, own + block, reload},
+		{"disk install, later boot", own + old, block, true, own + block, reload},
+		{"the master: no fstab in its overlay", own, "", true, own, ""},
+		{"not under systemd", "", block, false, block, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			overlay := map[string]string{"etc/hostname": "c1\n"}
+			if tc.overlay != "" {
+				overlay["etc/fstab"] = tc.overlay
+			}
+			files := map[string]string{
+				"usr/libexec/bootd-node":   string(script),
+				"proc/cmdline":             "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
+				"proc/sys/kernel/hostname": "localhost\n",
+				"dev/null":                 "",
+				"tmp/.keep":                "",
+				"overlay.tgz":              string(tarball(t, overlay)),
+				// curl copies the overlay to the file after -o; systemctl records its arguments.
+				"bin/curl":      "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n",
+				"bin/systemctl": "#!/bin/sh\necho \"$*\" >> /tmp/systemctl.args\n",
+			}
+			if tc.fstab != "" {
+				files["etc/fstab"] = tc.fstab
+			}
+			if tc.systemd {
+				files["run/systemd/system/.keep"] = ""
+			}
+			root := chroot(t, files)
+			if out, err := run(t, root, nil, "/bin/sh", "/usr/libexec/bootd-node", "overlay"); err != nil {
+				t.Fatalf("bootd-node overlay: %v\n%s", err, out)
+			}
+			got, _ := os.ReadFile(filepath.Join(root, "etc/fstab"))
+			if string(got) != tc.want {
+				t.Errorf("/etc/fstab:\n%s\nwant:\n%s", got, tc.want)
+			}
+			asked, _ := os.ReadFile(filepath.Join(root, "tmp/systemctl.args"))
+			if string(asked) != tc.systemctl {
+				t.Errorf("systemctl asked:\n%s\nwant:\n%s", asked, tc.systemctl)
+			}
+			if h, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/hostname")); string(h) != "c1\n" {
+				t.Errorf("hostname %q, want c1", h)
+			}
+		})
+	}
+}
+
+// tarball is a gzipped tar of files (path: content), as bootd serves an overlay.
+func tarball(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(files[name])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
