@@ -47,7 +47,7 @@ func chroot(t *testing.T, files map[string]string) string {
 	}
 	write("bin/busybox", string(bb), 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
-		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc"} {
+		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "gzip", "tail", "sync"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -273,17 +273,21 @@ func TestBootdNodeReport(t *testing.T) {
 // withBash copies the host's bash and the libraries ldd names into root as /bin/bash: Rocky's
 // /bin/sh is bash, which runs programs from PATH, where busybox's shell would prefer its own
 // applets (mount among them) to the stand-ins below.
-func withBash(t *testing.T, root string) {
+func withBash(t *testing.T, root string) { withHost(t, root, "/bin/bash", "bash") }
+
+// withHost copies the host's program (found on PATH) and the libraries ldd names into root, as
+// dst: the real tool where busybox's applet lacks what the node's has.
+func withHost(t *testing.T, root, dst, program string) {
 	t.Helper()
-	bash, err := exec.LookPath("bash")
+	path, err := exec.LookPath(program)
 	if err != nil {
 		t.Fatal(err)
 	}
-	libs, err := ldd.Needs(bash)
+	libs, err := ldd.Needs(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{"/bin/bash": bash}
+	files := map[string]string{dst: path}
 	for _, lib := range libs {
 		files[lib] = lib
 	}
@@ -646,40 +650,46 @@ func unitRoot(t *testing.T, role string) (string, []string) {
 	return root, units
 }
 
-// bootd-node overlay unpacks the node's files over /. Its /etc/fstab holds only bootd's block:
-// a disk-installed node keeps its own lines, a block from an earlier boot is replaced, and
-// systemd is told to read the file again and mount what is new (it made its mount units before
-// the overlay came); a node whose overlay has no fstab (the master) leaves both alone.
+// bootd-node overlay unpacks the node's files over / with the real tar. Its /etc/fstab holds only
+// bootd's block: a disk-installed node keeps its own lines (also when the last lacks its newline,
+// or an older bootd's unmarked copy sits among them), a block from an earlier boot is replaced,
+// and systemd is told to read the file again and mount what is new (it made its mount units
+// before the overlay came); a node whose overlay has no fstab (the master) leaves both alone, and
+// an unpack that fails leaves the node's fstab as it was.
 func TestBootdNodeOverlay(t *testing.T) {
 	script, err := os.ReadFile("files/base/bootd/bootd-node")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const (
-		own   = "UUID=1234 / xfs defaults 0 0\nUUID=5678 /boot xfs defaults 0 0\n"
-		block = "# bootd: begin. The master's shares\nmaster:/home /home nfs defaults,_netdev 0 0\n# bootd: end\n"
-		old   = "# bootd: begin. The master's shares\nold-master:/home /home nfs defaults 0 0\n# bootd: end\n"
+		own    = "UUID=1234 / xfs defaults 0 0\nUUID=5678 /boot xfs defaults 0 0\n"
+		block  = "# bootd: begin. The master's shares\nmaster:/home /home nfs defaults,_netdev 0 0\n# bootd: end\n"
+		old    = "# bootd: begin. The master's shares\nold-master:/home /home nfs defaults 0 0\n# bootd: end\n"
+		legacy = "# bootd: the root file system is the image's squashfs under a tmpfs overlay,\n# mounted by the initramfs; only the master's shares are listed here.\n" +
+			"master:/home          /home          nfs  defaults,_netdev  0 0\nmaster:/opt/software  /opt/software  nfs  defaults,_netdev  0 0\n"
+		reload = "daemon-reload\n--no-block start remote-fs.target\n"
 	)
-	reload := "daemon-reload\n--no-block start remote-fs.target\n"
 	for _, tc := range []struct {
 		name      string
-		fstab     string // before; "" for none
-		overlay   string // the overlay's /etc/fstab; "" for none
-		systemd   bool   // running under systemd
-		want      string // /etc/fstab after; "" for none
-		systemctl string // what systemctl was asked, in order
+		fstab     string            // before; "" for none
+		overlay   map[string]string // the overlay's files besides /etc/hostname
+		systemd   bool              // running under systemd
+		want      string            // /etc/fstab after; "" for none
+		systemctl string            // what systemctl was asked, in order
+		fails     bool
 	}{
-		{"netboot", "", block, true, block, reload},
-		{"disk install, first boot", own, block, true, own + block, reload},
-		{"disk install, later boot", own + old, block, true, own + block, reload},
-		{"the master: no fstab in its overlay", own, "", true, own, ""},
-		{"not under systemd", "", block, false, block, ""},
+		{"netboot", "", map[string]string{"etc/fstab": block}, true, block, reload, false},
+		{"disk install, first boot", own, map[string]string{"etc/fstab": block}, true, own + block, reload, false},
+		{"disk install, later boot", own + old, map[string]string{"etc/fstab": block}, true, own + block, reload, false},
+		{"last line without its newline", strings.TrimSuffix(own, "\n"), map[string]string{"etc/fstab": block}, true, own + block, reload, false},
+		{"an older bootd's unmarked copy", legacy + own, map[string]string{"etc/fstab": block}, true, own + block, reload, false},
+		{"the master: no fstab in its overlay", own, nil, true, own, "", false},
+		{"not under systemd", "", map[string]string{"etc/fstab": block}, false, block, "", false},
+		{"the unpack fails", own, map[string]string{"etc/fstab": block, "etc/hostname/x": "a file under a file"}, true, own, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			overlay := map[string]string{"etc/hostname": "c1\n"}
-			if tc.overlay != "" {
-				overlay["etc/fstab"] = tc.overlay
-			}
+			maps.Copy(overlay, tc.overlay)
 			files := map[string]string{
 				"usr/libexec/bootd-node":   string(script),
 				"proc/cmdline":             "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
@@ -698,8 +708,15 @@ func TestBootdNodeOverlay(t *testing.T) {
 				files["run/systemd/system/.keep"] = ""
 			}
 			root := chroot(t, files)
-			if out, err := run(t, root, nil, "/bin/sh", "/usr/libexec/bootd-node", "overlay"); err != nil {
-				t.Fatalf("bootd-node overlay: %v\n%s", err, out)
+			// Rocky's GNU tar (busybox's has no --exclude) and bash as /bin/sh.
+			if err := os.Remove(filepath.Join(root, "bin/tar")); err != nil {
+				t.Fatal(err)
+			}
+			withHost(t, root, "/bin/tar", "tar")
+			withBash(t, root)
+			out, err := run(t, root, nil, "/bin/bash", "/usr/libexec/bootd-node", "overlay")
+			if (err != nil) != tc.fails {
+				t.Fatalf("bootd-node overlay: %v, want failure %v\n%s", err, tc.fails, out)
 			}
 			got, _ := os.ReadFile(filepath.Join(root, "etc/fstab"))
 			if string(got) != tc.want {
@@ -709,8 +726,11 @@ func TestBootdNodeOverlay(t *testing.T) {
 			if string(asked) != tc.systemctl {
 				t.Errorf("systemctl asked:\n%s\nwant:\n%s", asked, tc.systemctl)
 			}
-			if h, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/hostname")); string(h) != "c1\n" {
+			if h, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/hostname")); !tc.fails && string(h) != "c1\n" {
 				t.Errorf("hostname %q, want c1", h)
+			}
+			if _, err := os.Stat(filepath.Join(root, "etc/fstab.bootd-new")); err == nil {
+				t.Error("etc/fstab.bootd-new left behind")
 			}
 		})
 	}
@@ -723,7 +743,8 @@ func tarball(t *testing.T, files map[string]string) []byte {
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
 	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
+		// As bootd writes them (internal/httpd): "./etc/...".
+		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tw.Write([]byte(files[name])); err != nil {

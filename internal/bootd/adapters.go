@@ -284,7 +284,7 @@ func (c controller) Unassign(name string) (inventory.Node, error) {
 // next start forgets them (secrets.Store.Prune).
 func (d *daemon) forgetHostKeys(name string) {
 	if err := d.secrets.Forget(name); err != nil {
-		d.log.WithError(err).WithField("node", name).Error("old host keys of the node kept; remove them from the state directory by hand")
+		d.log.WithError(err).WithField("node", name).Error("old host keys of the node not revoked yet: the next machine to carry the name, or bootd's next start, revokes them (do not delete them by hand: that would skip the revocation)")
 	}
 }
 

@@ -114,12 +114,8 @@ func (r Renderer) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error
 	if err != nil {
 		return overlay.Secrets{}, err
 	}
-	revoked, err := r.Secrets.RevokedHostKeys()
-	if err != nil {
-		return overlay.Secrets{}, err
-	}
 	s := overlay.Secrets{MungeKey: cs.MungeKey, RootPublicKey: cs.Root.Public, RootPrivateKey: cs.Root.Private,
-		HostKeys: map[string]overlay.HostKeys{}, HostCAPublic: cs.HostCA.Public, RevokedHostKeys: revoked}
+		HostKeys: map[string]overlay.HostKeys{}, HostCAPublic: cs.HostCA.Public}
 	for _, n := range nodes {
 		keys, err := r.Secrets.HostKeys(n.Name, holder(n), r.principals(n)...)
 		if err != nil {
@@ -127,7 +123,9 @@ func (r Renderer) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error
 		}
 		s.HostKeys[n.Name] = hostKeys(keys)
 	}
-	return s, nil
+	// After HostKeys: a name that changed holders had its old keys revoked just now.
+	s.RevokedHostKeys, err = r.Secrets.RevokedHostKeys()
+	return s, err
 }
 
 // holder names the machine that holds node n's name, and since when, for its host keys: an
