@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,24 +16,26 @@ import (
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
-	"github.com/labcluster/gpucluster/internal/secrets"
 	"github.com/labcluster/gpucluster/overlays"
 )
 
 func testDaemon(t *testing.T) *daemon {
 	t.Helper()
-	inv, err := inventory.Open(filepath.Join(t.TempDir(), "inventory.json"))
+	return daemonOn(t, t.TempDir())
+}
+
+// daemonOn is a daemon on state directory state, opened as bootd opens it at start (openState):
+// a second call on the same directory is bootd after a restart.
+func daemonOn(t *testing.T, state string) *daemon {
+	t.Helper()
+	inv, sec, err := openState(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	sec, err := secrets.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log, started: time.Now(),
-		secrets: sec, templates: overlays.FS}
+	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
+		started: time.Now(), secrets: sec, templates: overlays.FS}
 }
 
 func hw(s string) net.HardwareAddr {

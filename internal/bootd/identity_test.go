@@ -1,21 +1,15 @@
 package bootd
 
 import (
-	"io"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
-	"github.com/labcluster/gpucluster/internal/artifact"
-	"github.com/labcluster/gpucluster/internal/config"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/secrets"
-	"github.com/labcluster/gpucluster/overlays"
 )
 
 const (
@@ -23,19 +17,6 @@ const (
 	machineB = "52:54:00:00:00:0b"
 	c1From   = "10.80.0.101:700" // c1's address, a privileged port
 )
-
-// daemonOn is a daemon on state directory state, as bootd opens it at start (openState).
-func daemonOn(t *testing.T, state string) *daemon {
-	t.Helper()
-	inv, sec, err := openState(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
-		started: time.Now(), secrets: sec, templates: overlays.FS}
-}
 
 // assignC1 names machine mac c1 (it netbooted first), replacing c1's machine when replace.
 func assignC1(t *testing.T, d *daemon, mac string, replace bool) error {
