@@ -306,8 +306,13 @@ tmpfiles() {
 		[ "$type" = d ] || continue
 		for e in "$@"; do
 			case "$path" in "$e" | "$e"/*)
-				mkdir -p "$path" && chmod "$mode" "$path" && chown "$user:$group" "$path" ||
-					fatal "$MASTER: tmpfiles.d line for $path"
+				# "-": a directory made now is 0755 root's, an existing one keeps its own.
+				if [ ! -d "$path" ]; then
+					mkdir -p "$path" && chmod 0755 "$path" && chown root:root "$path" ||
+						fatal "$MASTER: tmpfiles.d line for $path"
+				fi
+				[ "$mode" = - ] || chmod "$mode" "$path" || fatal "$MASTER: tmpfiles.d mode for $path"
+				[ "$user" = - ] || chown "$user:$group" "$path" || fatal "$MASTER: tmpfiles.d owner for $path"
 				say "$MASTER tmpfiles.d: $path $mode $user:$group"
 				;;
 			esac

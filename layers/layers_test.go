@@ -655,7 +655,7 @@ func unitRoot(t *testing.T, role string) (string, []string) {
 // or an older bootd's unmarked copy sits among them), a block from an earlier boot is replaced,
 // and systemd is told to read the file again and mount what is new (it made its mount units
 // before the overlay came); a node whose overlay has no fstab (the master) leaves both alone, and
-// an unpack that fails leaves the node's fstab as it was.
+// an unpack that fails keeps the node's own lines aside for the next run, which puts them back.
 func TestBootdNodeOverlay(t *testing.T) {
 	script, err := os.ReadFile("files/base/bootd/bootd-node")
 	if err != nil {
@@ -685,7 +685,7 @@ func TestBootdNodeOverlay(t *testing.T) {
 		{"an older bootd's unmarked copy", legacy + own, map[string]string{"etc/fstab": block}, true, own + block, reload, false},
 		{"the master: no fstab in its overlay", own, nil, true, own, "", false},
 		{"not under systemd", "", map[string]string{"etc/fstab": block}, false, block, "", false},
-		{"the unpack fails", own, map[string]string{"etc/fstab": block, "etc/hostname/x": "a file under a file"}, true, own, "", true},
+		{"the unpack fails, then the next boot's works", own, map[string]string{"etc/fstab": block, "etc/hostname/x": "a file under a file"}, true, own + block, reload, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			overlay := map[string]string{"etc/hostname": "c1\n"}
@@ -695,6 +695,7 @@ func TestBootdNodeOverlay(t *testing.T) {
 				"proc/cmdline":             "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
 				"proc/sys/kernel/hostname": "localhost\n",
 				"dev/null":                 "",
+				"etc/.keep":                "",
 				"tmp/.keep":                "",
 				"overlay.tgz":              string(tarball(t, overlay)),
 				// curl copies the overlay to the file after -o; systemctl records its arguments.
@@ -718,6 +719,18 @@ func TestBootdNodeOverlay(t *testing.T) {
 			if (err != nil) != tc.fails {
 				t.Fatalf("bootd-node overlay: %v, want failure %v\n%s", err, tc.fails, out)
 			}
+			if tc.fails {
+				if kept, _ := os.ReadFile(filepath.Join(root, "etc/fstab.bootd-own")); string(kept) != tc.fstab {
+					t.Fatalf("after the failed run, the node's own lines kept aside: %q, want %q", kept, tc.fstab)
+				}
+				good := tarball(t, map[string]string{"etc/hostname": "c1\n", "etc/fstab": block})
+				if err := os.WriteFile(filepath.Join(root, "overlay.tgz"), good, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if out, err := run(t, root, nil, "/bin/bash", "/usr/libexec/bootd-node", "overlay"); err != nil {
+					t.Fatalf("bootd-node overlay, the next boot: %v\n%s", err, out)
+				}
+			}
 			got, _ := os.ReadFile(filepath.Join(root, "etc/fstab"))
 			if string(got) != tc.want {
 				t.Errorf("/etc/fstab:\n%s\nwant:\n%s", got, tc.want)
@@ -726,11 +739,13 @@ func TestBootdNodeOverlay(t *testing.T) {
 			if string(asked) != tc.systemctl {
 				t.Errorf("systemctl asked:\n%s\nwant:\n%s", asked, tc.systemctl)
 			}
-			if h, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/hostname")); !tc.fails && string(h) != "c1\n" {
+			if h, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/hostname")); string(h) != "c1\n" {
 				t.Errorf("hostname %q, want c1", h)
 			}
-			if _, err := os.Stat(filepath.Join(root, "etc/fstab.bootd-new")); err == nil {
-				t.Error("etc/fstab.bootd-new left behind")
+			for _, left := range []string{"etc/fstab.bootd-new", "etc/fstab.bootd-own", "etc/fstab.bootd-own.new"} {
+				if _, err := os.Stat(filepath.Join(root, left)); err == nil {
+					t.Errorf("%s left behind", left)
+				}
 			}
 		})
 	}

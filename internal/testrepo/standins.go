@@ -205,7 +205,7 @@ var applets = []string{
 	"cut", "date", "dd", "df", "diff", "dirname", "du", "echo", "egrep", "env", "expr",
 	"false", "fgrep", "find", "grep", "gunzip", "gzip", "head", "id", "ln", "ls", "md5sum",
 	"mkdir", "mkfifo", "mknod", "mktemp", "mv", "nproc", "od", "printf", "pwd", "readlink",
-	"realpath", "rm", "rmdir", "sed", "seq", "sha256sum", "sleep", "sort", "stat", "tail",
+	"realpath", "rm", "rmdir", "sed", "seq", "sha256sum", "sleep", "sort", "stat", "sync", "tail",
 	"tar", "tee", "test", "touch", "tr", "true", "truncate", "uname", "uniq", "wc", "which",
 	"xargs", "yes", "zcat",
 	// hostname is Rocky's own "hostname" package, which no layer names; bootd-node calls it
