@@ -260,10 +260,9 @@ func (c controller) Assign(r ctl.AssignRequest) (inventory.Node, error) {
 	if err != nil {
 		return a.Node, err
 	}
+	// A name moved to other hardware (--replace) needs no Forget here: its keys belong to the old
+	// holder, and the first render after the move revokes them (secrets.Store.HostKeys).
 	c.d.log.WithFields(map[string]any{"node": a.Name, "mac": a.MAC, "address": a.Address, "role": a.Role}).Info("machine assigned")
-	if a.Replaced != nil {
-		c.d.forgetHostKeys(a.Name) // the name moved to other hardware (--replace)
-	}
 	return a.Node, nil
 }
 
@@ -278,10 +277,10 @@ func (c controller) Unassign(name string) (inventory.Node, error) {
 	return n, err
 }
 
-// forgetHostKeys revokes and drops a name's SSH host keys when the name leaves its machine: the
-// old machine holds the private keys. Should this fail, or bootd stop before it, the keys are
-// still not handed to the next machine: they belong to the old holder (see holder), and the
-// next start forgets them (secrets.Store.Prune).
+// forgetHostKeys revokes and drops the SSH host keys of a name no machine holds any more: the
+// old machine holds the private keys, and no render would revoke them (an unassigned name is not
+// rendered). Should this fail, or bootd stop before it, the next start forgets them
+// (secrets.Store.Prune), and a later holder never gets them (see holder).
 func (d *daemon) forgetHostKeys(name string) {
 	if err := d.secrets.Forget(name); err != nil {
 		d.log.WithError(err).WithField("node", name).Error("old host keys of the node not revoked yet: the next machine to carry the name, or bootd's next start, revokes them (do not delete them by hand: that would skip the revocation)")

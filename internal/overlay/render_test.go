@@ -62,7 +62,7 @@ func reference() Cluster {
 			HostCAPublic:    "ssh-ed25519 HOST-CA-PUBLIC host-ca@cluster",
 			RootPrivateKey:  "-----BEGIN OPENSSH PRIVATE KEY-----\nROOT-PRIVATE\n-----END OPENSSH PRIVATE KEY-----\n",
 			HostKeys:        map[string]HostKeys{},
-			RevokedHostKeys: []string{"ssh-ed25519 REVOKED-C2-OLD c2", "ssh-rsa REVOKED-C2-OLD-RSA c2"},
+			RevokedHostKeys: []string{"ssh-ed25519 REVOKED-C2-OLD", "ssh-rsa REVOKED-C2-OLD-RSA"},
 		},
 	}
 	for _, n := range c.Nodes {

@@ -85,8 +85,9 @@ type Secrets struct {
 	// HostCAPublic is the host CA's public key: known_hosts trusts every certificate it signed,
 	// so a node knows the host keys of nodes assigned after it booted.
 	HostCAPublic string
-	// RevokedHostKeys are public host keys that no node holds any more (the name moved to other
-	// hardware, or was unassigned): known_hosts refuses them, with or without a certificate.
+	// RevokedHostKeys are public host keys ("type base64") that no node holds any more (the name
+	// moved to other hardware, or was unassigned): known_hosts refuses them, with or without a
+	// certificate.
 	RevokedHostKeys []string
 }
 

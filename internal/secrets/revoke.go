@@ -3,7 +3,6 @@ package secrets
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -18,14 +17,19 @@ import (
 // it ("ssh-ed25519 AAAA... c1": the comment names the node it was revoked from).
 const revokedFile = "revoked_host_keys"
 
-// RevokedHostKeys returns every host key revoked so far, one known_hosts key per line (type,
-// base64, the node it belonged to), oldest first.
+// RevokedHostKeys returns every host key revoked so far, oldest first, each as a known_hosts key:
+// type and base64 (the file names the node each came from, for the admin who reads it).
 func (s *Store) RevokedHostKeys() ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.revokedLines()
+	lines, err := s.revokedLines()
+	for i, l := range lines {
+		lines[i] = keyOnly(l)
+	}
+	return lines, err
 }
 
+// revokedLines are the revoked list's lines. Callers hold s.mu.
 func (s *Store) revokedLines() ([]string, error) {
 	b, err := readSecret(filepath.Join(s.dir, revokedFile))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -43,27 +47,16 @@ func (s *Store) revokedLines() ([]string, error) {
 	return lines, nil
 }
 
-// revokedSet is the revoked keys, without their comments (keyOnly). Callers hold s.mu.
-func (s *Store) revokedSet() (map[string]bool, error) {
-	lines, err := s.revokedLines()
-	return keysOf(lines), err
-}
-
-func keysOf(lines []string) map[string]bool {
-	set := make(map[string]bool, len(lines))
-	for _, l := range lines {
-		set[keyOnly(l)] = true
-	}
-	return set
-}
-
 // revoke adds the public host keys in dir (node's) to the revoked list. Callers hold s.mu.
 func (s *Store) revoke(dir, node string) error {
 	lines, err := s.revokedLines()
 	if err != nil {
 		return err
 	}
-	set := keysOf(lines)
+	listed := make(map[string]bool, len(lines))
+	for _, l := range lines {
+		listed[keyOnly(l)] = true
+	}
 	added := false
 	for _, t := range HostKeyTypes {
 		pub, err := readSecret(filepath.Join(dir, "ssh_host_"+string(t)+"_key.pub"))
@@ -74,10 +67,10 @@ func (s *Store) revoke(dir, node string) error {
 			return err
 		}
 		key := keyOnly(string(pub))
-		if key == "" || set[key] {
+		if key == "" || listed[key] {
 			continue
 		}
-		set[key] = true
+		listed[key] = true
 		lines = append(lines, key+" "+node)
 		added = true
 	}
@@ -94,15 +87,4 @@ func keyOnly(line string) string {
 		return ""
 	}
 	return f[0] + " " + f[1]
-}
-
-// removeHostKey removes one host key's files: the pair, and the certificate with what it was
-// signed for.
-func removeHostKey(dir, name string) error {
-	for _, f := range []string{name, name + ".pub", name + "-cert.pub", name + "-cert.principals"} {
-		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
 }

@@ -78,17 +78,13 @@ func (s *Store) hostCA() (KeyPair, error) {
 // The keys belong to one holder. When another holder asks for the name, the keys the previous
 // one held are revoked (RevokedHostKeys) and removed, and new ones made: the previous machine
 // has the private halves. So a name that moves to other hardware gets fresh keys even when the
-// Forget that should have followed was lost in a crash. A key on the revoked list is never
-// handed out again, whatever its holder. An empty holder is a name no machine holds yet (the
-// master before it is assigned): its keys are made for their public halves, and the first
-// holder to ask takes them over, as it does keys recorded before holders were.
+// Forget that should have followed was lost in a crash. An empty holder is a name no machine
+// holds yet (the master before it is assigned): its keys are made for their public halves, and
+// the first holder to ask takes them over, as it does keys recorded before holders were.
 func (s *Store) HostKeys(node, holder string, principals ...string) (HostKeys, error) {
 	dir, err := s.nodeDir(node)
 	if err != nil {
 		return nil, err
-	}
-	if strings.ContainsAny(holder, "\n\r") {
-		return nil, fmt.Errorf("secrets: holder of %s: %q is not one line", node, holder)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,16 +94,16 @@ func (s *Store) HostKeys(node, holder string, principals ...string) (HostKeys, e
 	if _, err := s.hostCA(); err != nil {
 		return nil, err
 	}
-	revoked, err := s.revokedSet()
-	if err != nil {
-		return nil, err
-	}
 	if len(principals) == 0 {
 		principals = []string{node}
 	}
 	keys := make(HostKeys, 0, len(HostKeyTypes))
 	for _, t := range HostKeyTypes {
-		k, err := s.hostKey(dir, node, t, principals, revoked)
+		name := "ssh_host_" + string(t) + "_key"
+		k, err := s.keyPair(dir, name, t, "root@"+node)
+		if err == nil {
+			k.Cert, err = s.hostCert(dir, name, node, k.Public, principals)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("secrets: host keys of %s: %w", node, err)
 		}
@@ -116,46 +112,36 @@ func (s *Store) HostKeys(node, holder string, principals ...string) (HostKeys, e
 	return keys, nil
 }
 
-// hostKey loads or makes one host key of node with its certificate. A key on the revoked list
-// (left behind by a removal that a crash cut short) is replaced. Callers hold s.mu.
-func (s *Store) hostKey(dir, node string, t KeyType, principals []string, revoked map[string]bool) (KeyPair, error) {
-	name := "ssh_host_" + string(t) + "_key"
-	k, err := s.keyPair(dir, name, t, "root@"+node)
-	if err == nil && revoked[keyOnly(k.Public)] {
-		if err = removeHostKey(dir, name); err == nil {
-			k, err = s.keyPair(dir, name, t, "root@"+node)
-		}
-	}
-	if err != nil {
-		return KeyPair{}, err
-	}
-	k.Cert, err = s.hostCert(dir, name, node, k.Public, principals)
-	return k, err
-}
-
 // holderFile records, in a node's directory, which holder its keys belong to.
 const holderFile = "holder"
 
-// claim makes dir hold holder's keys: a directory of another holder has its keys revoked and
-// removed first. Callers hold s.mu.
+// storedHolder is the holder recorded in dir, and whether one is.
+func storedHolder(dir string) (string, bool, error) {
+	b, err := readSecret(filepath.Join(dir, holderFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	return string(b), err == nil, err
+}
+
+// claim makes dir hold holder's keys: a directory of another holder is forgotten first. Callers
+// hold s.mu.
 func (s *Store) claim(dir, node, holder string) error {
-	stored, err := readSecret(filepath.Join(dir, holderFile))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		stored = nil
-	case err != nil:
+	stored, recorded, err := storedHolder(dir)
+	if err != nil {
 		return err
 	}
-	switch {
-	case holder == "" || string(stored) == holder:
-		return os.MkdirAll(dir, 0o700)
-	case stored != nil:
+	if recorded && holder != "" && stored != holder {
 		if err := s.forget(dir, node); err != nil {
 			return err
 		}
+		recorded = false
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	if holder == "" || recorded {
+		return nil
 	}
 	return writeAtomic(filepath.Join(dir, holderFile), []byte(holder))
 }
@@ -177,11 +163,13 @@ func (s *Store) Forget(node string) error {
 
 // Prune forgets the host keys of every node whose recorded holder is not holders[node]: bootd
 // calls it at start with the assigned nodes, which redoes a Forget that a crash cut off after
-// the inventory changed. Keys with no holder recorded are left alone.
+// the inventory changed. Keys with no holder recorded are left alone; what a removal cut short
+// left (goneDir) is removed.
 func (s *Store) Prune(holders map[string]string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	entries, err := os.ReadDir(filepath.Join(s.dir, "hosts"))
+	hosts := filepath.Join(s.dir, "hosts")
+	entries, err := os.ReadDir(hosts)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -189,18 +177,21 @@ func (s *Store) Prune(holders map[string]string) error {
 		return fmt.Errorf("secrets: %w", err)
 	}
 	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), goneDir) {
+			if err := os.RemoveAll(filepath.Join(hosts, e.Name())); err != nil {
+				return fmt.Errorf("secrets: %w", err)
+			}
+			continue
+		}
 		dir, err := s.nodeDir(e.Name())
 		if err != nil {
 			continue // not a node's directory: never made by this package
 		}
-		stored, err := readSecret(filepath.Join(dir, holderFile))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
+		stored, recorded, err := storedHolder(dir)
 		if err != nil {
 			return err
 		}
-		if string(stored) == holders[e.Name()] {
+		if !recorded || stored == holders[e.Name()] {
 			continue
 		}
 		if err := s.forget(dir, e.Name()); err != nil {
@@ -210,16 +201,29 @@ func (s *Store) Prune(holders map[string]string) error {
 	return nil
 }
 
-// forget revokes the keys in dir, then removes dir: a removal that a crash cuts short leaves
-// only revoked keys, which HostKeys never hands out. Callers hold s.mu.
+// goneDir starts the name a node's directory is renamed to before it is removed.
+const goneDir = ".gone-"
+
+// forget revokes the keys in dir, then takes dir out of use in one rename before removing it: a
+// crash leaves either the whole directory of the old holder (forgotten again by the next holder's
+// claim or by Prune) or none, never part of one. Callers hold s.mu.
 func (s *Store) forget(dir, node string) error {
 	if err := s.revoke(dir, node); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	gone := filepath.Join(filepath.Dir(dir), goneDir+node)
+	if err := os.RemoveAll(gone); err != nil {
 		return err
 	}
-	return atomicfile.SyncDir(filepath.Dir(dir))
+	if err := os.Rename(dir, gone); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	return os.RemoveAll(gone)
 }
 
 func (s *Store) nodeDir(node string) (string, error) {

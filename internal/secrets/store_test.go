@@ -268,4 +268,16 @@ func TestHostCertificates(t *testing.T) {
 	if err != nil || other[0].Cert == keys[0].Cert {
 		t.Fatalf("new principals kept the old certificate (%v)", err)
 	}
+	// A key pair made anew (its private file was lost) is not served with the old certificate.
+	dir, _ := s.nodeDir("c4")
+	if err := os.Remove(filepath.Join(dir, "ssh_host_ed25519_key")); err != nil {
+		t.Fatal(err)
+	}
+	remade, err := s.HostKeys("c4", holderA, "c4", "c4.lab", "10.80.0.104")
+	if err != nil || remade[0].Public == other[0].Public {
+		t.Fatalf("no new ed25519 key (%v)", err)
+	}
+	if got, want := certKey(t, remade[0].Cert), fingerprint(t, remade[0].Public); got != want {
+		t.Errorf("certificate of key %s served with key %s", got, want)
+	}
 }
