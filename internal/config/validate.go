@@ -262,7 +262,7 @@ func validName(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if !isBare(byte(r)) && r != '.' || r > 127 {
+		if !nameChar(byte(r)) && r != '.' || r > 127 {
 			return false
 		}
 	}
@@ -295,7 +295,7 @@ func validDomain(s string) bool {
 			return false
 		}
 		for i := 0; i < len(l); i++ {
-			if !isBare(l[i]) || l[i] == '_' {
+			if !nameChar(l[i]) || l[i] == '_' {
 				return false
 			}
 		}
@@ -335,8 +335,8 @@ func validHost(s string) bool {
 	return s != "" && validDomain(s)
 }
 
-// isBare reports a character TOML allows in a bare key: letters, digits,
-// _ and -, a safe alphabet for names too.
-func isBare(c byte) bool {
+// nameChar reports a character safe in a file or DNS name: ASCII letters and
+// digits, _ and -. (TOML's bare keys happen to allow the same; this is about names.)
+func nameChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }

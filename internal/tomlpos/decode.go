@@ -36,7 +36,7 @@ func Decode(file, data string, v any) (Doc, error) {
 	}
 	md, err := toml.Decode(data, v)
 	if err != nil {
-		return Doc{}, SyntaxError(file, data, err)
+		return Doc{}, syntaxError(file, data, s.lines, err)
 	}
 	return Doc{MetaData: md, Lines: s.lines, Paths: s.paths}, nil
 }

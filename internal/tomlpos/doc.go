@@ -6,6 +6,6 @@
 // [Lines] and [Paths] scan the text of a document that has already parsed.
 // [Error] is the located error the loaders return. [Decode] is the one way
 // in: it refuses documents over [MaxSize] or nested deeper than [MaxDepth]
-// before the parser sees them, and locates the parser's own errors
-// ([SyntaxError]).
+// before the parser sees them, and locates the parser's own errors with
+// the same scan.
 package tomlpos

@@ -43,7 +43,7 @@ func TestSyntaxError(t *testing.T) {
 			if perr == nil {
 				t.Fatal("document parsed")
 			}
-			err := SyntaxError("x.toml", tt.doc, perr)
+			err := syntaxError("x.toml", tt.doc, Lines(tt.doc), perr)
 			if got := err.Error(); len(got) < len(tt.want) || got[:len(tt.want)] != tt.want {
 				t.Errorf("got %q, want prefix %q", got, tt.want)
 			}
