@@ -223,8 +223,8 @@ func moduleFromMaster(ctx context.Context, t *testing.T, master, compute *vclust
 	if st, err := os.Stat(master.Path("/opt/software/modules/all")); err != nil || !st.IsDir() {
 		t.Fatalf("master has no /opt/software/modules/all (tmpfiles.d): %v", err)
 	}
-	if fstab, err := os.ReadFile(compute.Path("/etc/fstab")); err != nil || !strings.Contains(string(fstab), "master:/opt/software") {
-		t.Fatalf("%s's rendered /etc/fstab does not mount master:/opt/software (%v):\n%s", compute.Name, err, fstab)
+	if fstab, err := os.ReadFile(compute.Path("/etc/bootd/fstab")); err != nil || !strings.Contains(string(fstab), "master:/opt/software") {
+		t.Fatalf("%s's rendered /etc/bootd/fstab does not mount master:/opt/software (%v):\n%s", compute.Name, err, fstab)
 	}
 	files := []vcluster.File{
 		{Path: "/opt/software/hello/1.0/bin/hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho \"hello from $(hostname)\"\n")},

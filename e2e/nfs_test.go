@@ -26,7 +26,7 @@ const nfsCompute = "c1"
 // nfsNodeFiles are the rendered files the NFS test gives its nodes: the NFS configuration, the
 // names it uses, the tmpfiles.d lines for the exported directories, and node.env (the role, which
 // bootd-node storage reads).
-var nfsNodeFiles = []string{"/etc/exports", "/etc/fstab", "/etc/hosts", "/etc/tmpfiles.d/bootd.conf", "/etc/bootd/node.env"}
+var nfsNodeFiles = []string{"/etc/exports", "/etc/bootd/fstab", "/etc/hosts", "/etc/tmpfiles.d/bootd.conf", "/etc/bootd/node.env"}
 
 // bootdNode is the base layer's node script, whose storage step makes the master's trees.
 const bootdNode = "../layers/files/base/bootd/bootd-node"
@@ -42,7 +42,8 @@ const nfsDataLabel = "LABDATA"
 // `bootd-node storage` (what bootd-storage.service runs), run twice, which binds them from the
 // ext4 disk labelled LABDATA; the rendered tmpfiles.d lines are applied after it, as at boot,
 // and exportfs -ra serves the rendered /etc/exports; c1 mounts them with `mount -a -t nfs` from
-// its rendered /etc/fstab, finding "master" in its rendered /etc/hosts. Then: a user's file made
+// its rendered /etc/bootd/fstab (the block bootd-node adds to /etc/fstab), finding "master" in
+// its rendered /etc/hosts. Then: a user's file made
 // on c1 belongs to that user on the master, root on c1 is squashed to nobody (cannot write root's
 // trees, and what it drops in a world-writable directory is nobody's), and a module file the
 // master installs is readable on c1. Last, the master without its disk on a root like a
@@ -57,14 +58,14 @@ func TestNFSLive(t *testing.T) {
 	r := labRenderer(t, dir)
 	master := r.Config.Master.Name
 	inv := assigned(t, r.Config, master, nfsCompute)
-	nodes := []vlab.NFSNode{nfsNode(t, r, inv, master, "/etc/exports", "/etc/tmpfiles.d/bootd.conf", "/etc/bootd/node.env"), nfsNode(t, r, inv, nfsCompute, "/etc/fstab")}
+	nodes := []vlab.NFSNode{nfsNode(t, r, inv, master, "/etc/exports", "/etc/tmpfiles.d/bootd.conf", "/etc/bootd/node.env"), nfsNode(t, r, inv, nfsCompute, "/etc/bootd/fstab")}
 	script, err := os.ReadFile(bootdNode)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
 		for _, f := range n.Files {
-			if f.Path == "/etc/exports" || f.Path == "/etc/fstab" {
+			if f.Path == "/etc/exports" || f.Path == "/etc/bootd/fstab" {
 				t.Logf("%s's rendered %s:\n%s", n.Name, f.Path, f.Data)
 			}
 		}
@@ -299,25 +300,15 @@ as_alice() { su -s /bin/sh -c "$1" alice; }
 module=/opt/software/modules/all/hello/1.0.lua
 module_text='whatis("hello from the master")'
 
-# tmpfiles EXPORT...: the rendered tmpfiles.d "d" lines for the exported trees, applied as
-# systemd-tmpfiles-setup.service does at boot, after bootd-storage.service.
+# tmpfiles EXPORT...: the rendered tmpfiles.d lines for the exported trees, applied by the real
+# systemd-tmpfiles as systemd-tmpfiles-setup.service does at boot, after bootd-storage.service.
 tmpfiles() {
-	while read -r type path mode user group rest; do
-		[ "$type" = d ] || continue
-		for e in "$@"; do
-			case "$path" in "$e" | "$e"/*)
-				# "-": a directory made now is 0755 root's, an existing one keeps its own.
-				if [ ! -d "$path" ]; then
-					mkdir -p "$path" && chmod 0755 "$path" && chown root:root "$path" ||
-						fatal "$MASTER: tmpfiles.d line for $path"
-				fi
-				[ "$mode" = - ] || chmod "$mode" "$path" || fatal "$MASTER: tmpfiles.d mode for $path"
-				[ "$user" = - ] || chown "$user:$group" "$path" || fatal "$MASTER: tmpfiles.d owner for $path"
-				say "$MASTER tmpfiles.d: $path $mode $user:$group"
-				;;
-			esac
-		done
-	done < /etc/tmpfiles.d/bootd.conf
+	prefixes=
+	for e in "$@"; do prefixes="$prefixes --prefix=$e"; done
+	# shellcheck disable=SC2086 # one word per prefix
+	systemd-tmpfiles --create $prefixes /etc/tmpfiles.d/bootd.conf >/tmp/tmpfiles.out 2>&1 ||
+		fatal "$MASTER: systemd-tmpfiles: $(cat /tmp/tmpfiles.out)"
+	say "$MASTER tmpfiles.d applied under $*"
 }
 
 # storage NAME [CHROOT]: the base layer's bootd-node storage (bootd-storage.service's step), twice
@@ -373,10 +364,10 @@ client() {
 	say "$COMPUTE /etc/hosts: $(grep -w "$MASTER" /etc/hosts | head -n 1)"
 	# Bounded beyond mount.nfs's own 2 minutes of retries, so its message is in. Output to a file,
 	# not $(...): that would wait for a killed mount's mount.nfs child too.
-	timeout 150 /usr/bin/mount -a -t nfs >/tmp/mount.out 2>&1 || fatal "$COMPUTE: mount -a -t nfs: $(cat /tmp/mount.out)"
+	timeout 150 /usr/bin/mount -a -t nfs -T /etc/bootd/fstab >/tmp/mount.out 2>&1 || fatal "$COMPUTE: mount -a -t nfs: $(cat /tmp/mount.out)"
 	[ ! -s /tmp/mount.out ] || say "$COMPUTE mount -a said: $(cat /tmp/mount.out)"
 	grep ' nfs' /proc/mounts | while read -r src dir type opts rest; do say "$COMPUTE mount: $src $dir $type $opts"; done
-	for d in $(awk '!/^#/ && $3 ~ /^nfs/ { print $2 }' /etc/fstab); do
+	for d in $(awk '!/^#/ && $3 ~ /^nfs/ { print $2 }' /etc/bootd/fstab); do
 		if grep -q "^[^ ]* $d nfs" /proc/mounts; then ok "$COMPUTE mounted $d"; else fail "$COMPUTE mounted $d: not in /proc/mounts"; fi
 	done
 

@@ -3,9 +3,7 @@
 package layers
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -21,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/ldd"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
@@ -47,7 +46,7 @@ func chroot(t *testing.T, files map[string]string) string {
 	}
 	write("bin/busybox", string(bb), 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
-		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "gzip", "tail", "sync"} {
+		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -273,21 +272,17 @@ func TestBootdNodeReport(t *testing.T) {
 // withBash copies the host's bash and the libraries ldd names into root as /bin/bash: Rocky's
 // /bin/sh is bash, which runs programs from PATH, where busybox's shell would prefer its own
 // applets (mount among them) to the stand-ins below.
-func withBash(t *testing.T, root string) { withHost(t, root, "/bin/bash", "bash") }
-
-// withHost copies the host's program (found on PATH) and the libraries ldd names into root, as
-// dst: the real tool where busybox's applet lacks what the node's has.
-func withHost(t *testing.T, root, dst, program string) {
+func withBash(t *testing.T, root string) {
 	t.Helper()
-	path, err := exec.LookPath(program)
+	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Fatal(err)
 	}
-	libs, err := ldd.Needs(path)
+	libs, err := ldd.Needs(bash)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{dst: path}
+	files := map[string]string{"/bin/bash": bash}
 	for _, lib := range libs {
 		files[lib] = lib
 	}
@@ -650,12 +645,13 @@ func unitRoot(t *testing.T, role string) (string, []string) {
 	return root, units
 }
 
-// bootd-node overlay unpacks the node's files over / with the real tar. Its /etc/fstab holds only
-// bootd's block: a disk-installed node keeps its own lines (also when the last lacks its newline,
-// or an older bootd's unmarked copy sits among them), a block from an earlier boot is replaced,
-// and systemd is told to read the file again and mount what is new (it made its mount units
-// before the overlay came); a node whose overlay has no fstab (the master) leaves both alone, and
-// an unpack that fails keeps the node's own lines aside for the next run, which puts them back.
+// bootd-node overlay unpacks the node's files over / (tar never writes /etc/fstab: a compute's
+// block comes as /etc/bootd/fstab). It puts the block after the node's own lines: a disk install
+// keeps its /, /boot and swap (also when the last line lacks its newline, or an older bootd's
+// unmarked copy sits among them), a block from an earlier boot is replaced, and systemd is told
+// to read the file again and mount what is new (it made its mount units before the overlay came).
+// A node whose overlay has no block (the master) keeps its fstab as it is, and so does one whose
+// unpack fails.
 func TestBootdNodeOverlay(t *testing.T) {
 	script, err := os.ReadFile("files/base/bootd/bootd-node")
 	if err != nil {
@@ -669,67 +665,54 @@ func TestBootdNodeOverlay(t *testing.T) {
 			"master:/home          /home          nfs  defaults,_netdev  0 0\nmaster:/opt/software  /opt/software  nfs  defaults,_netdev  0 0\n"
 		reload = "daemon-reload\n--no-block start remote-fs.target\n"
 	)
+	withBlock := []httpd.OverlayFile{{Path: "/etc/bootd/fstab", Mode: 0o644, Data: []byte(block)}}
 	for _, tc := range []struct {
 		name      string
-		fstab     string            // before; "" for none
-		overlay   map[string]string // the overlay's files besides /etc/hostname
-		systemd   bool              // running under systemd
-		want      string            // /etc/fstab after; "" for none
-		systemctl string            // what systemctl was asked, in order
+		fstab     string              // before; "" for none
+		overlay   []httpd.OverlayFile // the overlay's files besides /etc/hostname
+		systemd   bool                // running under systemd
+		want      string              // /etc/fstab after; "" for none
+		systemctl string              // what systemctl was asked, in order
 		fails     bool
 	}{
-		{"netboot", "", map[string]string{"etc/fstab": block}, true, block, reload, false},
-		{"disk install, first boot", own, map[string]string{"etc/fstab": block}, true, own + block, reload, false},
-		{"disk install, later boot", own + old, map[string]string{"etc/fstab": block}, true, own + block, reload, false},
-		{"last line without its newline", strings.TrimSuffix(own, "\n"), map[string]string{"etc/fstab": block}, true, own + block, reload, false},
-		{"an older bootd's unmarked copy", legacy + own, map[string]string{"etc/fstab": block}, true, own + block, reload, false},
-		{"the master: no fstab in its overlay", own, nil, true, own, "", false},
-		{"not under systemd", "", map[string]string{"etc/fstab": block}, false, block, "", false},
-		{"the unpack fails, then the next boot's works", own, map[string]string{"etc/fstab": block, "etc/hostname/x": "a file under a file"}, true, own + block, reload, true},
+		{"netboot", "", withBlock, true, block, reload, false},
+		{"disk install, first boot", own, withBlock, true, own + block, reload, false},
+		{"disk install, later boot", own + old, withBlock, true, own + block, reload, false},
+		{"last line without its newline", strings.TrimSuffix(own, "\n"), withBlock, true, own + block, reload, false},
+		{"an older bootd's unmarked copy", legacy + own, withBlock, true, own + block, reload, false},
+		{"the master: no block in its overlay", own + old, nil, true, own + old, "", false},
+		{"not under systemd", "", withBlock, false, block, "", false},
+		{"the unpack fails", own, append(slices.Clone(withBlock), httpd.OverlayFile{Path: "/etc/hostname/x", Mode: 0o644, Data: []byte("a file under a file")}), true, own, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			overlay := map[string]string{"etc/hostname": "c1\n"}
-			maps.Copy(overlay, tc.overlay)
-			files := map[string]string{
+			var overlay bytes.Buffer
+			files := append([]httpd.OverlayFile{{Path: "/etc/hostname", Mode: 0o644, Data: []byte("c1\n")}}, tc.overlay...)
+			if err := httpd.WriteTarGz(&overlay, files); err != nil {
+				t.Fatal(err)
+			}
+			chrootFiles := map[string]string{
 				"usr/libexec/bootd-node":   string(script),
 				"proc/cmdline":             "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
 				"proc/sys/kernel/hostname": "localhost\n",
 				"dev/null":                 "",
-				"etc/.keep":                "",
+				"etc/bootd/fstab":          "# a block from the boot before: this overlay's decides\n",
 				"tmp/.keep":                "",
-				"overlay.tgz":              string(tarball(t, overlay)),
+				"overlay.tgz":              overlay.String(),
 				// curl copies the overlay to the file after -o; systemctl records its arguments.
 				"bin/curl":      "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n",
 				"bin/systemctl": "#!/bin/sh\necho \"$*\" >> /tmp/systemctl.args\n",
 			}
 			if tc.fstab != "" {
-				files["etc/fstab"] = tc.fstab
+				chrootFiles["etc/fstab"] = tc.fstab
 			}
 			if tc.systemd {
-				files["run/systemd/system/.keep"] = ""
+				chrootFiles["run/systemd/system/.keep"] = ""
 			}
-			root := chroot(t, files)
-			// Rocky's GNU tar (busybox's has no --exclude) and bash as /bin/sh.
-			if err := os.Remove(filepath.Join(root, "bin/tar")); err != nil {
-				t.Fatal(err)
-			}
-			withHost(t, root, "/bin/tar", "tar")
-			withBash(t, root)
+			root := chroot(t, chrootFiles)
+			withBash(t, root) // Rocky's /bin/sh
 			out, err := run(t, root, nil, "/bin/bash", "/usr/libexec/bootd-node", "overlay")
 			if (err != nil) != tc.fails {
 				t.Fatalf("bootd-node overlay: %v, want failure %v\n%s", err, tc.fails, out)
-			}
-			if tc.fails {
-				if kept, _ := os.ReadFile(filepath.Join(root, "etc/fstab.bootd-own")); string(kept) != tc.fstab {
-					t.Fatalf("after the failed run, the node's own lines kept aside: %q, want %q", kept, tc.fstab)
-				}
-				good := tarball(t, map[string]string{"etc/hostname": "c1\n", "etc/fstab": block})
-				if err := os.WriteFile(filepath.Join(root, "overlay.tgz"), good, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				if out, err := run(t, root, nil, "/bin/bash", "/usr/libexec/bootd-node", "overlay"); err != nil {
-					t.Fatalf("bootd-node overlay, the next boot: %v\n%s", err, out)
-				}
 			}
 			got, _ := os.ReadFile(filepath.Join(root, "etc/fstab"))
 			if string(got) != tc.want {
@@ -739,38 +722,12 @@ func TestBootdNodeOverlay(t *testing.T) {
 			if string(asked) != tc.systemctl {
 				t.Errorf("systemctl asked:\n%s\nwant:\n%s", asked, tc.systemctl)
 			}
-			if h, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/hostname")); string(h) != "c1\n" {
+			if h, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/hostname")); !tc.fails && string(h) != "c1\n" {
 				t.Errorf("hostname %q, want c1", h)
 			}
-			for _, left := range []string{"etc/fstab.bootd-new", "etc/fstab.bootd-own", "etc/fstab.bootd-own.new"} {
-				if _, err := os.Stat(filepath.Join(root, left)); err == nil {
-					t.Errorf("%s left behind", left)
-				}
+			if _, err := os.Stat(filepath.Join(root, "etc/fstab.bootd-new")); err == nil {
+				t.Error("etc/fstab.bootd-new left behind")
 			}
 		})
 	}
-}
-
-// tarball is a gzipped tar of files (path: content), as bootd serves an overlay.
-func tarball(t *testing.T, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		// As bootd writes them (internal/httpd): "./etc/...".
-		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(files[name])); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }

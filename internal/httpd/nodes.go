@@ -52,7 +52,7 @@ func (s *Server) overlay(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/gzip")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := writeTarGz(w, files); err != nil {
+	if err := WriteTarGz(w, files); err != nil {
 		s.log.WithError(err).WithField("node", node).Warn("overlay not sent")
 		return
 	}
@@ -115,8 +115,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error, what 
 // ErrInvalid is what Nodes wraps for a request that is malformed.
 var ErrInvalid = errors.New("invalid")
 
-// writeTarGz writes files in the order given, with fixed times: the same overlay gives the same bytes.
-func writeTarGz(w io.Writer, files []OverlayFile) error {
+// WriteTarGz writes files as an overlay's tar.gz, in the order given, with fixed times: the same
+// overlay gives the same bytes. Exported for the tests of what unpacks it (bootd-node, layers/).
+func WriteTarGz(w io.Writer, files []OverlayFile) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	for _, f := range files {

@@ -8,7 +8,7 @@
 // the daemons then read exactly the rendered paths. The harness stands in for the image and
 // systemd, nothing more: it creates the accounts and the runtime directories the packages would,
 // applies the "d" lines of the node's tmpfiles.d as systemd-tmpfiles does, stands in for the
-// NFS exports and mounts of its /etc/exports and /etc/fstab with bind mounts (share.go), and
+// NFS exports and mounts of its /etc/exports and /etc/bootd/fstab with bind mounts (share.go), and
 // starts the units the role enables the way their systemd units do (chronyd, munged as user
 // munge with $OPTIONS from /etc/sysconfig/munge, "slurmctld -D -s $SLURMCTLD_OPTIONS", "slurmd
 // -D -s $SLURMD_OPTIONS" from /etc/sysconfig/slurmd). It never writes a configuration file

@@ -2,13 +2,14 @@ package vcluster
 
 // The NFS stand-in. A test machine's kernel may have no NFS at all (nothing in
 // /proc/filesystems), and a kernel NFS server serves one export table per host, not per node.
-// So the harness stands in for what a node's rendered /etc/exports and /etc/fstab describe
+// So the harness stands in for what a node's rendered /etc/exports and /etc/bootd/fstab (the
+// block bootd-node adds to /etc/fstab) describe
 // with bind mounts of one host directory per exported path:
 //
 //   - every path a node's /etc/exports lists becomes a plain host directory,
 //     <node dir>/exports/<path>, bound over that path in the node (hiding what the host has
 //     there, as the master's own fresh root would);
-//   - every NFS line of a node's /etc/fstab ("master:/home /home nfs ...") binds the directory
+//   - every NFS line of a node's /etc/bootd/fstab ("master:/home /home nfs ...") binds the directory
 //     the named node exports for that path at the mount point.
 //
 // Server and clients then see one tree, with the same owners and modes, as NFS clients of one
@@ -93,7 +94,7 @@ func (c *Cluster) shares(n *Node, files []File) ([]bindMount, error) {
 		return nil, err
 	}
 	binds := exports
-	f, ok := fileAt(files, "/etc/fstab")
+	f, ok := fileAt(files, "/etc/bootd/fstab")
 	if !ok {
 		return binds, nil
 	}

@@ -41,7 +41,7 @@ func TestShares(t *testing.T) {
 		}
 	}
 	c1 := &Node{Name: "c1", Dir: t.TempDir(), cluster: c}
-	cb, err := c.shares(c1, []File{{Path: "/etc/fstab", Data: []byte(fstabFile + "master:/home/u /mnt/u nfs4 defaults 0 0\n")}})
+	cb, err := c.shares(c1, []File{{Path: "/etc/bootd/fstab", Data: []byte(fstabFile + "master:/home/u /mnt/u nfs4 defaults 0 0\n")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestShares(t *testing.T) {
 		{"short line", "master:/home /home\n", "at least"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := c.shares(c1, []File{{Path: "/etc/fstab", Data: []byte(tt.fstab)}})
+			_, err := c.shares(c1, []File{{Path: "/etc/bootd/fstab", Data: []byte(tt.fstab)}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("shares: %v, want an error containing %q", err, tt.want)
 			}

@@ -53,6 +53,7 @@ var nfsPrograms = []hostFile{
 	{"/sbin/mount.nfs", "nfs-common"},
 	{"/usr/bin/mount", "mount"},
 	{"/usr/sbin/ip", "iproute2"},
+	{"/usr/bin/systemd-tmpfiles", "systemd"},
 }
 
 // nfsHostEtc are host files the NFS userland reads: libtirpc's transports (rpcbind and mountd
