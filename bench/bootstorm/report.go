@@ -262,6 +262,7 @@ type verdict struct {
 	ratio           float64   // the median of the pairs' ratios (peak rows: of the largest storms)
 	ratios          []float64 // the pairs' ratios that have a figure on both sides (peak rows: none)
 	dropped         int       // comparisons without one: a side measured nothing (its machines failed)
+	hasRatio        bool      // ratio is one: some comparison had a figure on both sides
 	met             bool      // the target is met (no target: true)
 }
 
@@ -277,6 +278,7 @@ func judge(r row, bootd, baseline []figures) verdict {
 	if r.peak {
 		v.bootd, v.baseline = slices.Max(vb), slices.Max(vl)
 		v.ratio, v.dropped = ratioOf(v.bootd, v.baseline)
+		v.hasRatio = v.dropped == 0
 	} else {
 		for i := range vb {
 			if rt, none := ratioOf(vb[i], vl[i]); none == 0 {
@@ -286,6 +288,7 @@ func judge(r row, bootd, baseline []figures) verdict {
 			}
 		}
 		v.bootd, v.baseline, v.ratio = median(measured(vb)), median(measured(vl)), median(v.ratios)
+		v.hasRatio = len(v.ratios) > 0
 	}
 	v.met = r.met == nil || r.met(v)
 	return v
@@ -384,7 +387,7 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 		if pairCount > 1 {
 			rangeCell = " " + spread(v) + " |" // "—" for a peak row: one comparison, of the largest
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |%s %s | %s |\n", r.name, figureCell(r, v.bootd), figureCell(r, v.baseline), ratioCell(r, v), rangeCell, r.target, metCell(r, v))
+		fmt.Fprintf(b, "| %s | %s | %s | %s |%s %s | %s |\n", r.name, figureCell(r, v.bootd), figureCell(r, v.baseline), ratioCell(v), rangeCell, r.target, metCell(r, v))
 		if !v.met {
 			misses = append(misses, fmt.Sprintf("N=%d %s: %s, target %s", n, r.name, missed(r, v, pairCount), r.target))
 		}
@@ -412,10 +415,9 @@ func figureCell(r row, x float64) string {
 	return r.show(x)
 }
 
-// ratioCell is a row's ratio, "—" when there is none: no pair has a figure on both sides (peak
-// rows: a side's largest storm measured nothing).
-func ratioCell(r row, v verdict) string {
-	if (r.peak && v.dropped > 0) || (!r.peak && len(v.ratios) == 0) {
+// ratioCell is a row's ratio, "—" when there is none.
+func ratioCell(v verdict) string {
+	if !v.hasRatio {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f", v.ratio)
@@ -445,10 +447,8 @@ func missed(r row, v verdict, pairCount int) string {
 	switch {
 	case r.peak:
 		s = "bootd " + r.show(v.bootd) + " at its largest"
-	case len(v.ratios) == 0 && pairCount > 1:
-		return fmt.Sprintf("no ratio: none of %d pairs has a figure on both sides", pairCount)
-	case len(v.ratios) == 0:
-		return "no ratio: a side measured nothing"
+	case !v.hasRatio:
+		return fmt.Sprintf("no ratio: a side measured nothing in every pair (%s)", pairsOf(pairCount))
 	case pairCount > 1:
 		s = fmt.Sprintf("ratio %.2f (median of %s, %s)", v.ratio, pairsOf(len(v.ratios)), spread(v))
 	default:

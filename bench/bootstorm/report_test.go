@@ -176,7 +176,7 @@ func TestMedianOfPairs(t *testing.T) {
 		{"two pairs: the mean of both", [][2]float64{{1.0, 1.1}, {1.32, 1.1}}, "ratio 1.05 (median of 2 pairs, 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
 		{"a pair in which bootd measured nothing", [][2]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 2 pairs, 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
 		{"bootd's storms that measured nothing are not its figure", [][2]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 1 pair, 0.91–0.91); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
-		{"no pair with a figure on both sides", [][2]float64{{0, 1.1}, {1.0, 0}, {0, 1.1}}, "no ratio: none of 3 pairs has a figure on both sides", "| 1.00 s | 1.10 s | — |", "| — |"},
+		{"no pair with a figure on both sides", [][2]float64{{0, 1.1}, {1.0, 0}, {0, 1.1}}, "no ratio: a side measured nothing in every pair (3 pairs)", "| 1.00 s | 1.10 s | — |", "| — |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			md := storms(tc.walls...).markdown()
@@ -231,7 +231,7 @@ func TestPeakRSSAndIncompletePairs(t *testing.T) {
 			bd(4, 50), bl(4, 0),
 		}, []string{
 			"| server peak RSS (VmHWM) | 50.0 MiB | — | — | bootd < 100 MiB | yes |",
-			"- missed: N=4 HTTP throughput (all machines, while any transfers): no ratio: a side measured nothing, target",
+			"- missed: N=4 HTTP throughput (all machines, while any transfers): no ratio: a side measured nothing in every pair (1 pair), target",
 		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
