@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -642,7 +643,44 @@ func unitRoot(t *testing.T, role string) (string, []string) {
 	if len(units) == 0 {
 		t.Fatalf("the %s image installs no units", role)
 	}
-	return root, units
+	return root, append(units, dropIns(t, root, p)...)
+}
+
+// dropIns copies the role's drop-ins for packaged units (/etc/systemd/system/U.d/*.conf) into
+// root, with a stand-in for each unit U its package would install, and returns those units.
+func dropIns(t *testing.T, root string, p *spec.Plan) []string {
+	t.Helper()
+	const standIn = "/usr/libexec/stand-in"
+	if err := os.WriteFile(filepath.Join(root, standIn), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var units []string
+	for _, l := range p.Layers {
+		for _, f := range l.Files {
+			unit, ok := strings.CutPrefix(filepath.Dir(f.Path), "/etc/systemd/system/")
+			if !ok || !strings.HasSuffix(unit, ".d") || f.SourcePath == "" {
+				continue
+			}
+			unit = strings.TrimSuffix(unit, ".d")
+			b, err := os.ReadFile(f.SourcePath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for path, data := range map[string][]byte{
+				f.Path:                            b,
+				"/usr/lib/systemd/system/" + unit: []byte("[Unit]\nDescription=stand-in for " + unit + "\n[Service]\nExecStart=" + standIn + "\n"),
+			} {
+				if err := os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, path), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			units = append(units, unit)
+		}
+	}
+	return units
 }
 
 // bootd-node overlay unpacks the node's files over / (tar never writes /etc/fstab: a compute's
@@ -680,7 +718,9 @@ func TestBootdNodeOverlay(t *testing.T) {
 		{"disk install, later boot", own + old, withBlock, true, own + block, reload, false},
 		{"last line without its newline", strings.TrimSuffix(own, "\n"), withBlock, true, own + block, reload, false},
 		{"an older bootd's unmarked copy", legacy + own, withBlock, true, own + block, reload, false},
-		{"the master: no block in its overlay", own + old, nil, true, own + old, "", false},
+		{"the master: no block in its overlay", own, nil, true, own, "", false},
+		{"the master, a compute before: its old block goes", own + old, nil, true, own, reload, false},
+		{"the master, a compute of an older bootd before", legacy + own, nil, true, own, reload, false},
 		{"not under systemd", "", withBlock, false, block, "", false},
 		{"the unpack fails", own, append(slices.Clone(withBlock), httpd.OverlayFile{Path: "/etc/hostname/x", Mode: 0o644, Data: []byte("a file under a file")}), true, own, "", true},
 	} {
@@ -727,6 +767,53 @@ func TestBootdNodeOverlay(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(root, "etc/fstab.bootd-new")); err == nil {
 				t.Error("etc/fstab.bootd-new left behind")
+			}
+		})
+	}
+}
+
+// nvidia-gpu-present decides from the PCI devices the kernel lists whether this PC has an NVIDIA
+// GPU (nvidia-persistenced's ExecCondition): an NVIDIA display device (VGA or 3D) is one; an
+// AMD GPU, NVIDIA's HDMI audio or an nForce chipset is not.
+func TestNvidiaGPUPresent(t *testing.T) {
+	script, err := os.ReadFile("files/nvidia-cuda/nvidia-gpu-present")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type pci struct{ vendor, class string }
+	var (
+		intelVGA   = pci{"0x8086", "0x030000"}
+		amdVGA     = pci{"0x1002", "0x030000"}
+		nvidiaVGA  = pci{"0x10de", "0x030000"}
+		nvidia3D   = pci{"0x10de", "0x030200"}
+		nvidiaHDMI = pci{"0x10de", "0x040300"}
+		nforce     = pci{"0x10de", "0x060000"}
+	)
+	for _, tc := range []struct {
+		name    string
+		devices []pci
+		want    bool
+	}{
+		{"no PCI devices", nil, false},
+		{"onboard Intel graphics", []pci{intelVGA}, false},
+		{"an AMD GPU", []pci{intelVGA, amdVGA}, false},
+		{"an nForce chipset with its HDMI audio", []pci{nforce, nvidiaHDMI}, false},
+		{"a GeForce (VGA)", []pci{intelVGA, nvidiaVGA, nvidiaHDMI}, true},
+		{"a data-centre GPU (3D controller)", []pci{nforce, nvidia3D}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{"usr/libexec/nvidia-gpu-present": string(script), "sys/bus/pci/devices/.keep": ""}
+			for i, d := range tc.devices {
+				dir := fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/", i)
+				files[dir+"vendor"], files[dir+"class"] = d.vendor+"\n", d.class+"\n"
+			}
+			out, err := run(t, chroot(t, files), nil, "/bin/sh", "/usr/libexec/nvidia-gpu-present")
+			var exit *exec.ExitError
+			if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+				t.Fatalf("nvidia-gpu-present: %v\n%s", err, out)
+			}
+			if got := err == nil; got != tc.want || out != "" {
+				t.Errorf("GPU present %v, want %v (output %q)", got, tc.want, out)
 			}
 		})
 	}
