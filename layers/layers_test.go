@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,7 +48,7 @@ func chroot(t *testing.T, files map[string]string) string {
 	}
 	write("bin/busybox", string(bb), 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
-		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync"} {
+		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync", "cp", "ls"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -270,22 +271,31 @@ func TestBootdNodeReport(t *testing.T) {
 	}
 }
 
-// withBash copies the host's bash and the libraries ldd names into root as /bin/bash: Rocky's
-// /bin/sh is bash, which runs programs from PATH, where busybox's shell would prefer its own
-// applets (mount among them) to the stand-ins below.
+// withBash copies the host's bash into root as /bin/bash: Rocky's /bin/sh is bash, which runs
+// programs from PATH, where busybox's shell would prefer its own applets (mount among them) to
+// the stand-ins below.
 func withBash(t *testing.T, root string) {
 	t.Helper()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Fatal(err)
 	}
-	libs, err := ldd.Needs(bash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{"/bin/bash": bash}
-	for _, lib := range libs {
-		files[lib] = lib
+	withHost(t, root, map[string]string{"/bin/bash": bash})
+}
+
+// withHost copies host programs (path in root: host path) and the libraries ldd names for them
+// into root.
+func withHost(t *testing.T, root string, programs map[string]string) {
+	t.Helper()
+	files := maps.Clone(programs)
+	for _, prog := range programs {
+		libs, err := ldd.Needs(prog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lib := range libs {
+			files[lib] = lib
+		}
 	}
 	for dst, src := range files {
 		real, err := filepath.EvalSymlinks(src)
@@ -816,5 +826,198 @@ func TestNvidiaGPUPresent(t *testing.T) {
 				t.Errorf("GPU present %v, want %v (output %q)", got, tc.want, out)
 			}
 		})
+	}
+}
+
+// bootd-node overlay makes the lab's users with the host's shadow-utils (useradd and friends,
+// as Rocky's), over two boots of a disk install: the first makes what bootd lists and refuses
+// what clashes with the node's own accounts (a name, a uid, a group), writing no keys for those;
+// the second updates what it made, removes what is no longer listed (freeing its uid for
+// another), and leaves the node's own accounts alone though bootd listed one of them before.
+func TestBootdNodeAccounts(t *testing.T) {
+	script, err := os.ReadFile("files/base/bootd/bootd-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]string{}
+	for _, tool := range []string{"useradd", "groupadd", "usermod", "userdel"} {
+		if tools["/sbin/"+tool], err = exec.LookPath(tool); err != nil {
+			t.Fatalf("%s (Debian package passwd) is needed: %v", tool, err)
+		}
+	}
+	root := chroot(t, map[string]string{
+		"usr/libexec/bootd-node":   string(script),
+		"proc/cmdline":             "bootd=http://10.80.0.1\n",
+		"proc/sys/kernel/hostname": "localhost\n",
+		"dev/null":                 "",
+		"tmp/.keep":                "",
+		"etc/login.defs":           readChroot(t, "/", "etc/login.defs"),
+		"etc/passwd":               "root:x:0:0:root:/root:/bin/bash\nmunge:x:900:900:Runs munge:/run/munge:/sbin/nologin\neve:x:2005:2005:Eve:/home/eve:/bin/bash\n",
+		"etc/group":                "root:x:0:\nmunge:x:900:\neve:x:2005:\nfrank:x:3000:\n",
+		"etc/shadow":               "root:*:19000:0:99999:7:::\nmunge:!!:19000::::::\neve:!!:19000::::::\n",
+		"etc/gshadow":              "root:*::\nmunge:!::\neve:!::\nfrank:!::\n",
+		"bin/curl":                 "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n",
+	})
+	withBash(t, root)
+	withHost(t, root, tools)
+	const keysDir = "etc/ssh/authorized_keys.d/"
+	for _, boot := range []struct {
+		name, users, keys string
+		wantAccounts      string            // /etc/passwd lines with uids from 1000, in order
+		wantGroups        string            // /etc/group lines with gids from 1000, in order
+		wantMade          string            // /var/lib/bootd-node/users
+		wantKeys          map[string]string // per user, "" for no file
+		wantWarnings      []string
+	}{
+		{
+			name: "first boot",
+			users: "# bootd: the lab's users\nalice:2001:Alice Example:/bin/bash\nbob:2002::/bin/sh\nmunge:2003::/bin/bash\n" +
+				"dave:900::/bin/bash\neve:2005:Eve:/bin/bash\nfrank:2006::/bin/bash\n",
+			keys:         "# bootd: keys\nalice ssh-ed25519 AAAA-1 alice@laptop\nalice ssh-ed25519 AAAA-2 alice@desktop\neve ssh-ed25519 EEEE eve@x\nmunge ssh-ed25519 MMMM m@x\n",
+			wantAccounts: "eve:x:2005:2005:Eve:/home/eve:/bin/bash\nalice:x:2001:2001:Alice Example:/home/alice:/bin/bash\nbob:x:2002:2002::/home/bob:/bin/sh\n",
+			wantGroups:   "eve:x:2005:\nfrank:x:3000:\nalice:x:2001:\nbob:x:2002:\n",
+			wantMade:     "alice\nbob\n",
+			wantKeys: map[string]string{"alice": "ssh-ed25519 AAAA-1 alice@laptop\nssh-ed25519 AAAA-2 alice@desktop\n", "bob": "",
+				"eve": "ssh-ed25519 EEEE eve@x\n", "munge": "", "dave": "", "frank": ""},
+			wantWarnings: []string{"user munge has uid 900 on this node, bootd says 2003", "uid 900 (bootd's dave) is another user's",
+				"group frank has gid 3000 on this node"},
+		},
+		{
+			name:         "second boot: alice changed, bob gone, carol takes his uid, eve no longer listed",
+			users:        "alice:2001:Alice E.:/bin/sh\ncarol:2002:Carol:/bin/bash\n",
+			keys:         "carol ssh-ed25519 CCCC carol@x\n",
+			wantAccounts: "eve:x:2005:2005:Eve:/home/eve:/bin/bash\nalice:x:2001:2001:Alice E.:/home/alice:/bin/sh\ncarol:x:2002:2002:Carol:/home/carol:/bin/bash\n",
+			wantGroups:   "eve:x:2005:\nfrank:x:3000:\nalice:x:2001:\ncarol:x:2002:\n",
+			wantMade:     "alice\ncarol\n",
+			wantKeys:     map[string]string{"alice": "", "bob": "", "carol": "ssh-ed25519 CCCC carol@x\n", "eve": "ssh-ed25519 EEEE eve@x\n"},
+		},
+	} {
+		t.Run(boot.name, func(t *testing.T) {
+			var overlay bytes.Buffer
+			if err := httpd.WriteTarGz(&overlay, []httpd.OverlayFile{
+				{Path: "/etc/hostname", Mode: 0o644, Data: []byte("c1\n")},
+				{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(boot.users)},
+				{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(boot.keys)},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "overlay.tgz"), overlay.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := run(t, root, nil, "/bin/bash", "/usr/libexec/bootd-node", "overlay")
+			if err != nil {
+				t.Fatalf("bootd-node overlay: %v\n%s", err, out)
+			}
+			if got := linesFrom(readChroot(t, root, "etc/passwd"), 2, 1000); got != boot.wantAccounts {
+				t.Errorf("/etc/passwd's users:\n%s\nwant:\n%s", got, boot.wantAccounts)
+			}
+			if got := linesFrom(readChroot(t, root, "etc/group"), 2, 1000); got != boot.wantGroups {
+				t.Errorf("/etc/group's groups:\n%s\nwant:\n%s", got, boot.wantGroups)
+			}
+			if got := readChroot(t, root, "var/lib/bootd-node/users"); got != boot.wantMade {
+				t.Errorf("made by bootd-node: %q, want %q", got, boot.wantMade)
+			}
+			for name, want := range boot.wantKeys {
+				if got := readChroot(t, root, keysDir+name); got != want {
+					t.Errorf("%s%s: %q, want %q", keysDir, name, got, want)
+				}
+			}
+			for _, w := range boot.wantWarnings {
+				if !strings.Contains(out, w) {
+					t.Errorf("no warning %q in:\n%s", w, out)
+				}
+			}
+			if len(boot.wantWarnings) == 0 && out != "" {
+				t.Errorf("bootd-node said:\n%s", out)
+			}
+		})
+	}
+}
+
+// linesFrom keeps the lines of a passwd or group file whose field (0-based) is at least min.
+func linesFrom(file string, field, min int) string {
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(file, "\n") {
+		if f := strings.Split(line, ":"); len(f) > field {
+			if id, err := strconv.Atoi(f[field]); err == nil && id >= min && id < 60000 {
+				out.WriteString(line)
+			}
+		}
+	}
+	return out.String()
+}
+
+// bootd-node storage gives the users bootd-node made a home on the master's /home (after
+// placing it): from /etc/skel, theirs, 0700. A home that exists is left as it is.
+func TestBootdNodeHomes(t *testing.T) {
+	root := storageRoot(t, masterEnv, netbootRoot, nil)
+	for name, content := range map[string]string{
+		"etc/passwd":               readChroot(t, root, "etc/passwd") + "alice:x:2001:2001::/home/alice:/bin/bash\nbob:x:2002:2002::/home/bob:/bin/bash\n",
+		"var/lib/bootd-node/users": "alice\nbob\n",
+		"etc/skel/.bashrc":         "# skel\n",
+		"home/bob/notes":           "bob's own\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := storage(t, root)
+	if err != nil || !strings.Contains(out, "made alice's home, /home/alice") || strings.Contains(out, "bob's home") {
+		t.Fatalf("bootd-node storage: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		path     string
+		mode     os.FileMode
+		uid, gid uint32
+	}{
+		{"home/alice", os.ModeDir | 0o700, 2001, 2001},
+		{"home/alice/.bashrc", 0o644, 2001, 2001},
+		{"home/bob", os.ModeDir | 0o755, 0, 0},
+	} {
+		fi, err := os.Stat(filepath.Join(root, tc.path))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode() != tc.mode || st.Uid != tc.uid || st.Gid != tc.gid {
+			t.Errorf("/%s is %v %d:%d, want %v %d:%d", tc.path, fi.Mode(), st.Uid, st.Gid, tc.mode, tc.uid, tc.gid)
+		}
+	}
+}
+
+// The base layer's sshd drop-in, read by the host's sshd as Rocky's reads it (an Include at the
+// top of sshd_config, whose own AuthorizedKeysFile line comes after): sshd looks up a user's keys
+// in /etc/ssh/authorized_keys.d/NAME as well as in their own file. sshd -T wants its privilege
+// separation directory: a mount namespace of the test's own gives it one, the host's /run untouched.
+func TestSSHDUsersDropIn(t *testing.T) {
+	sshd := "/usr/sbin/sshd"
+	if _, err := os.Stat(sshd); err != nil {
+		t.Fatalf("sshd (Debian package openssh-server) is needed: %v", err)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "hostkey")).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	dropIn, err := filepath.Abs("files/base/ssh/40-bootd-users.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "sshd_config")
+	main := fmt.Sprintf("Include %s\nHostKey %s\nAuthorizedKeysFile .ssh/authorized_keys\n", dropIn, filepath.Join(dir, "hostkey"))
+	if err := os.WriteFile(config, []byte(main), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("unshare", "--mount", "sh", "-c",
+		`mount -t tmpfs tmpfs /run && mkdir /run/sshd && exec "$0" -T -f "$1" -C user=alice,host=c1,addr=10.80.0.101`, sshd, config).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sshd -T: %v\n%s", err, out)
+	}
+	const want = "authorizedkeysfile .ssh/authorized_keys /etc/ssh/authorized_keys.d/%u"
+	if !slices.Contains(strings.Split(string(out), "\n"), want) {
+		t.Errorf("sshd -T has no %q:\n%s", want, out)
 	}
 }

@@ -73,6 +73,9 @@ func (r Renderer) cluster(nodes []inventory.Node) (overlay.Cluster, error) {
 		NTPServers: cfg.Master.NTPServers,
 		Slurm:      overlay.SlurmOptions{ProctrackType: cfg.Slurm.ProctrackType, TaskPlugin: cfg.Slurm.TaskPlugin, MaxNodeCount: cfg.Compute.MaxNodes},
 	}
+	for _, u := range cfg.Users {
+		c.Users = append(c.Users, overlay.User{Name: u.Name, UID: u.UID, Comment: u.Comment, Shell: u.Shell, SSHKeys: u.SSHKeys})
+	}
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, overlay.Node{Name: n.Name, Role: n.Role, Address: n.Address, MAC: n.MAC, Hardware: overlayHardware(n.Hardware)})
 	}

@@ -1,8 +1,12 @@
 package bootd
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/labcluster/gpucluster/internal/config"
+	"github.com/labcluster/gpucluster/internal/inventory"
 )
 
 // TestRendererNTPServers: [master] ntp_servers reaches the master's chrony.conf, and an empty
@@ -42,5 +46,48 @@ func TestRendererNTPServers(t *testing.T) {
 				t.Errorf("master's chrony.conf sources %q, want %q (and local stratum 10):\n%s", got, tt.want, conf)
 			}
 		})
+	}
+}
+
+// TestRendererUsers: [users.NAME] reach every node's /etc/bootd/users and /etc/bootd/authorized_keys
+// (master and computes alike), and without any the files list none.
+func TestRendererUsers(t *testing.T) {
+	alice := config.User{Name: "alice", UID: 2001, Comment: "Alice", Shell: "/bin/bash", SSHKeys: []string{"ssh-ed25519 AAAA alice@laptop"}}
+	for _, tt := range []struct {
+		name      string
+		users     []config.User
+		wantUsers string // the files' lines that are not comments, joined
+		wantKeys  string
+	}{
+		{"none", nil, "", ""},
+		{"alice", []config.User{alice}, "alice:2001:Alice:/bin/bash", "alice ssh-ed25519 AAAA alice@laptop"},
+	} {
+		for _, node := range []string{"master", "c1"} {
+			t.Run(tt.name+" on "+node, func(t *testing.T) {
+				d := testDaemon(t)
+				d.cfg.Users = tt.users
+				c1 := inventory.Node{Name: "c1", Role: "compute", MAC: "52:54:00:00:00:01", Address: netip.MustParseAddr("10.80.0.101")}
+				files, err := d.renderer().Render([]inventory.Node{c1}, node)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines := map[string]string{}
+				for _, f := range files {
+					var kept []string
+					for _, l := range strings.Split(strings.TrimSpace(string(f.Data)), "\n") {
+						if !strings.HasPrefix(l, "#") {
+							kept = append(kept, l)
+						}
+					}
+					lines[f.Path] = strings.Join(kept, "|")
+				}
+				if got := lines["/etc/bootd/users"]; got != tt.wantUsers {
+					t.Errorf("/etc/bootd/users lists %q, want %q", got, tt.wantUsers)
+				}
+				if got := lines["/etc/bootd/authorized_keys"]; got != tt.wantKeys {
+					t.Errorf("/etc/bootd/authorized_keys lists %q, want %q", got, tt.wantKeys)
+				}
+			})
+		}
 	}
 }

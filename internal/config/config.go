@@ -21,6 +21,7 @@ type Config struct {
 	Master    MasterRole
 	Compute   ComputeRole
 	Slurm     Slurm
+	Users     []User // lab members, in the file's order
 
 	// origin remembers where Load found each value, so that Validate can
 	// point at the file's line. Nil for configs built in code.

@@ -67,6 +67,9 @@ func parse(path, data string) (Config, error) {
 // set stores the value v of key k in c, or says why it cannot.
 func (c *Config) set(k toml.Key, v any) error {
 	name := k.String()
+	if k[0] == "users" {
+		return c.setUser(k, v)
+	}
 	if f, ok := fields[name]; ok {
 		return f.set(c, v)
 	}
@@ -125,7 +128,7 @@ func lookup(m map[string]any, k toml.Key) any {
 }
 
 // tables are the file's sections.
-var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm"}
+var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm", "users"}
 
 // field decodes one key into a Config and reads it back.
 type field struct {

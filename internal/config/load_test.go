@@ -62,6 +62,8 @@ func TestLoadFull(t *testing.T) {
 	want.Network.Gateway = netip.MustParseAddr("10.80.0.1")
 	want.Network.DNS = []netip.Addr{netip.MustParseAddr("10.80.0.1")}
 	want.Network.Domain = "lab.example"
+	want.Users = []User{{Name: "alice", UID: 2001, Comment: "Alice Example", Shell: "/bin/bash",
+		SSHKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKYn3pm2E8RDgg3QSPW9dCWbzvUxsjqpCJusmxRP2MhS alice@laptop"}}}
 	assertConfig(t, got, want)
 	if err := got.Validate(netip.MustParseAddr("10.80.0.2")); err != nil {
 		t.Errorf("Validate: %v", err)
@@ -78,13 +80,16 @@ func TestFullDocumentsEveryKey(t *testing.T) {
 	}
 	var got []string
 	for _, k := range md.Keys() {
-		if !slices.Contains(tables, k.String()) {
-			got = append(got, k.String())
+		if !slices.Contains(tables, k.String()) && !(k[0] == "users" && len(k) == 2) {
+			got = append(got, strings.Replace(k.String(), "users.alice.", "users.NAME.", 1))
 		}
 	}
 	var want []string
 	for k := range fields {
 		want = append(want, k)
+	}
+	for k := range userFields {
+		want = append(want, "users.NAME."+k)
 	}
 	if !reflect.DeepEqual(sorted(got), sorted(want)) {
 		t.Errorf("full.toml has keys\n%v\nLoad knows\n%v", got, want)
@@ -116,6 +121,14 @@ func TestLoadOverlay(t *testing.T) {
 			func(c *Config) { c.Master.NTPServers = []string{"ntp1.lab.example", "192.0.2.7"} }},
 		{"inline table", "discovery = { lease_time = \"5m\" }\n", func(c *Config) { c.Discovery.LeaseTime = 5 * time.Minute }},
 		{"dotted key", "master.version = \"2024.06.1\"\n", func(c *Config) { c.Master.Version = "2024.06.1" }},
+		{"users", "[users.bob]\nuid = 2002\n\n[users.alice]\nuid = 2001\nshell = \"/bin/zsh\"\n",
+			func(c *Config) {
+				c.Users = []User{{Name: "bob", UID: 2002, Shell: "/bin/bash"}, {Name: "alice", UID: 2001, Shell: "/bin/zsh"}}
+			}},
+		{"users inline and dotted", "users.bob.uid = 2002\n[users]\nalice = { uid = 2001, comment = \"Alice\" }\n",
+			func(c *Config) {
+				c.Users = []User{{Name: "bob", UID: 2002, Shell: "/bin/bash"}, {Name: "alice", UID: 2001, Comment: "Alice", Shell: "/bin/bash"}}
+			}},
 		{"other lab", "[network]\nsubnet = \"192.168.7.0/24\"\n[discovery]\npool_start = \"192.168.7.200\"\npool_end = \"192.168.7.220\"\n" +
 			"[master]\naddress = \"192.168.7.10\"\n[compute]\nprefix = \"node\"\nfirst_address = \"192.168.7.11\"\nmax_nodes = 40\n",
 			func(c *Config) {

@@ -16,7 +16,7 @@ import (
 func (c Config) Validate(server netip.Addr) error {
 	checks := []func() error{
 		c.checkBasics, c.checkPorts, c.checkSubnet, c.checkNetwork,
-		c.checkDiscovery, c.checkCompute, c.checkMaster, c.checkNTPServers, c.checkOverlaps, c.checkSlurm,
+		c.checkDiscovery, c.checkCompute, c.checkMaster, c.checkNTPServers, c.checkOverlaps, c.checkSlurm, c.checkUsers,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -49,6 +49,9 @@ func (c Config) fileLine(key string) (int, bool) {
 		return 0, false
 	}
 	line, ok := c.origin.lines[key]
+	if strings.HasPrefix(key, "users.") {
+		return line, ok // no flag sets users
+	}
 	f, known := fields[key]
 	if !ok || !known || !reflect.DeepEqual(f.get(&c), f.get(&c.origin.loaded)) {
 		return 0, false

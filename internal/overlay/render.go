@@ -113,7 +113,30 @@ func checkCluster(c Cluster) error {
 	if masters != 1 {
 		return fmt.Errorf("overlay: cluster has %d masters, want 1", masters)
 	}
-	return checkNTPServers(c.NTPServers)
+	if err := checkNTPServers(c.NTPServers); err != nil {
+		return err
+	}
+	return checkUsers(c.Users)
+}
+
+// checkUsers keeps each user to its one line of /etc/bootd/users (NAME:UID:COMMENT:SHELL) and each
+// key to its one line of /etc/bootd/authorized_keys: bootd's config refuses worse with file:line
+// (config.checkUsers); this guards the templates, whoever fills them.
+func checkUsers(users []User) error {
+	bad := func(s string) bool {
+		return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == ':' || r == 0x7f })
+	}
+	for _, u := range users {
+		if u.Name == "" || bad(u.Name) || strings.ContainsAny(u.Name, " #") || bad(u.Comment) || bad(u.Shell) || u.UID <= 0 {
+			return fmt.Errorf("overlay: user %q does not fit one line of /etc/bootd/users", u.Name)
+		}
+		for _, k := range u.SSHKeys {
+			if strings.ContainsAny(k, "\n\r") {
+				return fmt.Errorf("overlay: user %s: an SSH key with a line break", u.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // checkNTPServers keeps each upstream time source to one word: it is the NAME of a

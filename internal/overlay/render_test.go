@@ -53,6 +53,11 @@ func reference() Cluster {
 		DNS:        []netip.Addr{netip.MustParseAddr("10.80.0.1")},
 		BootdURL:   "http://10.80.0.1",
 		NTPServers: []string{"2.rocky.pool.ntp.org"},
+		Users: []User{
+			{Name: "alice", UID: 2001, Comment: "Alice Example", Shell: "/bin/bash",
+				SSHKeys: []string{"ssh-ed25519 ALICE-LAPTOP alice@laptop", "ssh-ed25519 ALICE-DESKTOP alice@desktop"}},
+			{Name: "bob", UID: 2002, Shell: "/bin/zsh"},
+		},
 		// Out of order on purpose: Render sorts master first, then c1, c2, c3.
 		Nodes: []Node{node("c3", RoleCompute, 103, nil), node("c1", RoleCompute, 101, c1),
 			node("master", RoleMaster, 100, nil), node("c2", RoleCompute, 102, c2)},
@@ -278,6 +283,10 @@ func TestRenderErrors(t *testing.T) {
 		{"ntp server with an option", func(c *Cluster) { c.NTPServers = []string{"ntp.lab.example prefer"} }, "master", "not one host name"},
 		{"ntp server with a directive", func(c *Cluster) { c.NTPServers = []string{"ntp.lab.example\nallow all"} }, "master", "not one host name"},
 		{"empty ntp server", func(c *Cluster) { c.NTPServers = []string{""} }, "c1", "not one host name"},
+		{"user comment with a colon", func(c *Cluster) { c.Users[0].Comment = "Alice: student" }, "c1", "one line of /etc/bootd/users"},
+		{"user name with a newline", func(c *Cluster) { c.Users[1].Name = "bob\nroot" }, "c1", "one line of /etc/bootd/users"},
+		{"user without a uid", func(c *Cluster) { c.Users[1].UID = 0 }, "master", "one line of /etc/bootd/users"},
+		{"user key over two lines", func(c *Cluster) { c.Users[0].SSHKeys[1] = "ssh-ed25519 A\nbob ssh-ed25519 B" }, "c1", "line break"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,7 +55,18 @@ type Cluster struct {
 	// clock to the lab ("local stratum 10") and reaches out to nothing.
 	NTPServers []string
 	Slurm      SlurmOptions
+	Users      []User // lab members, made on every node
 	Secrets    Secrets
+}
+
+// User is a lab member's account (bootd's [users.NAME]): bootd-node makes it on every node with
+// this uid, and a group of its own with gid = uid.
+type User struct {
+	Name    string
+	UID     int
+	Comment string   // GECOS; "" for none
+	Shell   string   // login shell
+	SSHKeys []string // authorized_keys lines
 }
 
 // SlurmOptions are the Slurm settings a site may change. Zero fields take the
