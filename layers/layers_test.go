@@ -48,7 +48,7 @@ func chroot(t *testing.T, files map[string]string) string {
 	}
 	write("bin/busybox", string(bb), 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
-		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync", "cp", "ls"} {
+		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync", "cp", "ls", "stat"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -830,10 +830,13 @@ func TestNvidiaGPUPresent(t *testing.T) {
 }
 
 // bootd-node overlay makes the lab's users with the host's shadow-utils (useradd and friends,
-// as Rocky's), over two boots of a disk install: the first makes what bootd lists and refuses
-// what clashes with the node's own accounts (a name, a uid, a group), writing no keys for those;
-// the second updates what it made, removes what is no longer listed (freeing its uid for
-// another), and leaves the node's own accounts alone though bootd listed one of them before.
+// as Rocky's), over two boots of a disk install, under bash (Rocky's /bin/sh) and busybox sh:
+// the first makes what bootd lists and refuses what clashes with the node's own accounts (a
+// name, a uid, a group), writing no keys for those; the second updates what it made, removes
+// what is no longer listed with its keys (freeing its uid for another), and leaves the node's own
+// accounts alone though bootd listed one of them before (its keys, which bootd gave, go). A run
+// cut short before left a name on its list with only the group made, and one with nothing made:
+// the first is finished, the second dropped.
 func TestBootdNodeAccounts(t *testing.T) {
 	script, err := os.ReadFile("files/base/bootd/bootd-node")
 	if err != nil {
@@ -845,92 +848,105 @@ func TestBootdNodeAccounts(t *testing.T) {
 			t.Fatalf("%s (Debian package passwd) is needed: %v", tool, err)
 		}
 	}
-	root := chroot(t, map[string]string{
-		"usr/libexec/bootd-node":   string(script),
-		"proc/cmdline":             "bootd=http://10.80.0.1\n",
-		"proc/sys/kernel/hostname": "localhost\n",
-		"dev/null":                 "",
-		"tmp/.keep":                "",
-		"etc/login.defs":           readChroot(t, "/", "etc/login.defs"),
-		"etc/passwd":               "root:x:0:0:root:/root:/bin/bash\nmunge:x:900:900:Runs munge:/run/munge:/sbin/nologin\neve:x:2005:2005:Eve:/home/eve:/bin/bash\n",
-		"etc/group":                "root:x:0:\nmunge:x:900:\neve:x:2005:\nfrank:x:3000:\n",
-		"etc/shadow":               "root:*:19000:0:99999:7:::\nmunge:!!:19000::::::\neve:!!:19000::::::\n",
-		"etc/gshadow":              "root:*::\nmunge:!::\neve:!::\nfrank:!::\n",
-		"bin/curl":                 "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n",
-	})
-	withBash(t, root)
-	withHost(t, root, tools)
 	const keysDir = "etc/ssh/authorized_keys.d/"
-	for _, boot := range []struct {
+	boots := []struct {
 		name, users, keys string
 		wantAccounts      string            // /etc/passwd lines with uids from 1000, in order
 		wantGroups        string            // /etc/group lines with gids from 1000, in order
 		wantMade          string            // /var/lib/bootd-node/users
-		wantKeys          map[string]string // per user, "" for no file
+		wantKeys          map[string]string // per user with a key file
 		wantWarnings      []string
 	}{
 		{
 			name: "first boot",
 			users: "# bootd: the lab's users\nalice:2001:Alice Example:/bin/bash\nbob:2002::/bin/sh\nmunge:2003::/bin/bash\n" +
-				"dave:900::/bin/bash\neve:2005:Eve:/bin/bash\nfrank:2006::/bin/bash\n",
-			keys:         "# bootd: keys\nalice ssh-ed25519 AAAA-1 alice@laptop\nalice ssh-ed25519 AAAA-2 alice@desktop\neve ssh-ed25519 EEEE eve@x\nmunge ssh-ed25519 MMMM m@x\n",
-			wantAccounts: "eve:x:2005:2005:Eve:/home/eve:/bin/bash\nalice:x:2001:2001:Alice Example:/home/alice:/bin/bash\nbob:x:2002:2002::/home/bob:/bin/sh\n",
-			wantGroups:   "eve:x:2005:\nfrank:x:3000:\nalice:x:2001:\nbob:x:2002:\n",
-			wantMade:     "alice\nbob\n",
-			wantKeys: map[string]string{"alice": "ssh-ed25519 AAAA-1 alice@laptop\nssh-ed25519 AAAA-2 alice@desktop\n", "bob": "",
-				"eve": "ssh-ed25519 EEEE eve@x\n", "munge": "", "dave": "", "frank": ""},
+				"dave:900::/bin/bash\neve:2005:Eve:/bin/bash\nfrank:2006::/bin/bash\ngrace:2007::/bin/bash\nhenry:2008::/bin/bash\n",
+			keys: "# bootd: keys\nalice ssh-ed25519 AAAA-1 alice@laptop\nalice ssh-ed25519 AAAA-2 alice@desktop\nbob ssh-ed25519 BBBB bob@x\n" +
+				"eve ssh-ed25519 EEEE eve@x\nmunge ssh-ed25519 MMMM m@x\ngrace ssh-ed25519 GGGG g@x\n",
+			wantAccounts: "eve:x:2005:2005:Eve:/home/eve:/bin/bash\nalice:x:2001:2001:Alice Example:/home/alice:/bin/bash\n" +
+				"bob:x:2002:2002::/home/bob:/bin/sh\nhenry:x:2008:2008::/home/henry:/bin/bash\n",
+			wantGroups: "eve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nhenry:x:2008:\nalice:x:2001:\nbob:x:2002:\n",
+			wantMade:   "alice\nbob\nhenry\n",
+			wantKeys: map[string]string{"alice": "ssh-ed25519 AAAA-1 alice@laptop\nssh-ed25519 AAAA-2 alice@desktop\n",
+				"bob": "ssh-ed25519 BBBB bob@x\n", "eve": "ssh-ed25519 EEEE eve@x\n", "henry": ""},
 			wantWarnings: []string{"user munge has uid 900 on this node, bootd says 2003", "uid 900 (bootd's dave) is another user's",
-				"group frank has gid 3000 on this node"},
+				"group frank (gid 3000) is this node's own", "group grace (gid 2007) is this node's own"},
 		},
 		{
 			name:         "second boot: alice changed, bob gone, carol takes his uid, eve no longer listed",
 			users:        "alice:2001:Alice E.:/bin/sh\ncarol:2002:Carol:/bin/bash\n",
 			keys:         "carol ssh-ed25519 CCCC carol@x\n",
 			wantAccounts: "eve:x:2005:2005:Eve:/home/eve:/bin/bash\nalice:x:2001:2001:Alice E.:/home/alice:/bin/sh\ncarol:x:2002:2002:Carol:/home/carol:/bin/bash\n",
-			wantGroups:   "eve:x:2005:\nfrank:x:3000:\nalice:x:2001:\ncarol:x:2002:\n",
+			wantGroups:   "eve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nalice:x:2001:\ncarol:x:2002:\n",
 			wantMade:     "alice\ncarol\n",
-			wantKeys:     map[string]string{"alice": "", "bob": "", "carol": "ssh-ed25519 CCCC carol@x\n", "eve": "ssh-ed25519 EEEE eve@x\n"},
+			wantKeys:     map[string]string{"alice": "", "carol": "ssh-ed25519 CCCC carol@x\n"},
 		},
-	} {
-		t.Run(boot.name, func(t *testing.T) {
-			var overlay bytes.Buffer
-			if err := httpd.WriteTarGz(&overlay, []httpd.OverlayFile{
-				{Path: "/etc/hostname", Mode: 0o644, Data: []byte("c1\n")},
-				{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(boot.users)},
-				{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(boot.keys)},
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(root, "overlay.tgz"), overlay.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out, err := run(t, root, nil, "/bin/bash", "/usr/libexec/bootd-node", "overlay")
-			if err != nil {
-				t.Fatalf("bootd-node overlay: %v\n%s", err, out)
-			}
-			if got := linesFrom(readChroot(t, root, "etc/passwd"), 2, 1000); got != boot.wantAccounts {
-				t.Errorf("/etc/passwd's users:\n%s\nwant:\n%s", got, boot.wantAccounts)
-			}
-			if got := linesFrom(readChroot(t, root, "etc/group"), 2, 1000); got != boot.wantGroups {
-				t.Errorf("/etc/group's groups:\n%s\nwant:\n%s", got, boot.wantGroups)
-			}
-			if got := readChroot(t, root, "var/lib/bootd-node/users"); got != boot.wantMade {
-				t.Errorf("made by bootd-node: %q, want %q", got, boot.wantMade)
-			}
-			for name, want := range boot.wantKeys {
-				if got := readChroot(t, root, keysDir+name); got != want {
-					t.Errorf("%s%s: %q, want %q", keysDir, name, got, want)
-				}
-			}
-			for _, w := range boot.wantWarnings {
-				if !strings.Contains(out, w) {
-					t.Errorf("no warning %q in:\n%s", w, out)
-				}
-			}
-			if len(boot.wantWarnings) == 0 && out != "" {
-				t.Errorf("bootd-node said:\n%s", out)
-			}
+	}
+	for _, shell := range []string{"/bin/bash", "/bin/sh"} {
+		root := chroot(t, map[string]string{
+			"usr/libexec/bootd-node":   string(script),
+			"proc/cmdline":             "bootd=http://10.80.0.1\n",
+			"proc/sys/kernel/hostname": "localhost\n",
+			"dev/null":                 "",
+			"tmp/.keep":                "",
+			"etc/login.defs":           readChroot(t, "/", "etc/login.defs"),
+			"etc/passwd":               "root:x:0:0:root:/root:/bin/bash\nmunge:x:900:900:Runs munge:/run/munge:/sbin/nologin\neve:x:2005:2005:Eve:/home/eve:/bin/bash\n",
+			"etc/group":                "root:x:0:\nmunge:x:900:\neve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nhenry:x:2008:\n",
+			"etc/shadow":               "root:*:19000:0:99999:7:::\nmunge:!!:19000::::::\neve:!!:19000::::::\n",
+			"etc/gshadow":              "root:*::\nmunge:!::\neve:!::\nfrank:!::\ngrace:!::\nhenry:!::\n",
+			// A run cut short: henry's group made, not henry; ivan on the list, made neither.
+			"var/lib/bootd-node/users": "henry\nivan\n",
+			"bin/curl":                 "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n",
 		})
+		withBash(t, root)
+		withHost(t, root, tools)
+		for _, boot := range boots {
+			t.Run(shell+": "+boot.name, func(t *testing.T) {
+				var overlay bytes.Buffer
+				if err := httpd.WriteTarGz(&overlay, []httpd.OverlayFile{
+					{Path: "/etc/hostname", Mode: 0o644, Data: []byte("c1\n")},
+					{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(boot.users)},
+					{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(boot.keys)},
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, "overlay.tgz"), overlay.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out, err := run(t, root, nil, shell, "/usr/libexec/bootd-node", "overlay")
+				if err != nil {
+					t.Fatalf("bootd-node overlay: %v\n%s", err, out)
+				}
+				if got := linesFrom(readChroot(t, root, "etc/passwd"), 2, 1000); got != boot.wantAccounts {
+					t.Errorf("/etc/passwd's users:\n%s\nwant:\n%s", got, boot.wantAccounts)
+				}
+				if got := linesFrom(readChroot(t, root, "etc/group"), 2, 1000); got != boot.wantGroups {
+					t.Errorf("/etc/group's groups:\n%s\nwant:\n%s", got, boot.wantGroups)
+				}
+				if got := readChroot(t, root, "var/lib/bootd-node/users"); got != boot.wantMade {
+					t.Errorf("made by bootd-node: %q, want %q", got, boot.wantMade)
+				}
+				entries, err := os.ReadDir(filepath.Join(root, keysDir))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]string{}
+				for _, e := range entries {
+					got[e.Name()] = readChroot(t, root, keysDir+e.Name())
+				}
+				if !maps.Equal(got, boot.wantKeys) {
+					t.Errorf("%s holds %q, want %q", keysDir, got, boot.wantKeys)
+				}
+				for _, w := range boot.wantWarnings {
+					if !strings.Contains(out, w) {
+						t.Errorf("no warning %q in:\n%s", w, out)
+					}
+				}
+				if len(boot.wantWarnings) == 0 && out != "" {
+					t.Errorf("bootd-node said:\n%s", out)
+				}
+			})
+		}
 	}
 }
 
@@ -948,7 +964,8 @@ func linesFrom(file string, field, min int) string {
 }
 
 // bootd-node storage gives the users bootd-node made a home on the master's /home (after
-// placing it): from /etc/skel, theirs, 0700. A home that exists is left as it is.
+// placing it): from /etc/skel, theirs, 0700. A home that exists is left as it is, with a warning
+// when it belongs to another uid (a uid given to another user before).
 func TestBootdNodeHomes(t *testing.T) {
 	root := storageRoot(t, masterEnv, netbootRoot, nil)
 	for name, content := range map[string]string{
@@ -965,7 +982,8 @@ func TestBootdNodeHomes(t *testing.T) {
 		}
 	}
 	out, err := storage(t, root)
-	if err != nil || !strings.Contains(out, "made alice's home, /home/alice") || strings.Contains(out, "bob's home") {
+	if err != nil || !strings.Contains(out, "made alice's home, /home/alice") || strings.Contains(out, "bob's home") ||
+		!strings.Contains(out, "/home/bob belongs to uid 0, not to bob (2002): left as it is") {
 		t.Fatalf("bootd-node storage: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {

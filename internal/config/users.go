@@ -78,7 +78,7 @@ func keysOf[V any](m map[string]V) []string {
 func (c Config) checkUsers() error {
 	uids := map[int]string{}
 	for _, u := range c.Users {
-		key := "users." + u.Name
+		key := toml.Key{"users", u.Name}.String() // quoted as the file's line table has it
 		switch {
 		case !validUserName(u.Name):
 			return c.err(key, "%q is not a user name (lowercase letters, digits, _ and -, starting with a letter or _, at most 32)", u.Name)
@@ -87,7 +87,7 @@ func (c Config) checkUsers() error {
 		case u.UID < minUID || u.UID >= maxUID:
 			return c.err(key+".uid", "%d is outside the lab users' ids %d–%d (below are the images' system accounts)", u.UID, minUID, maxUID-1)
 		case uids[u.UID] != "":
-			return c.errorf([]string{"users." + uids[u.UID] + ".uid", key + ".uid"}, "%d is also %s's uid", u.UID, uids[u.UID])
+			return c.errorf([]string{toml.Key{"users", uids[u.UID], "uid"}.String(), key + ".uid"}, "%d is also %s's uid", u.UID, uids[u.UID])
 		case strings.ContainsAny(u.Comment, ":\\") || hasControl(u.Comment):
 			return c.err(key+".comment", "%q holds a ':', a '\\' or a control character, which /etc/passwd cannot", u.Comment)
 		case !strings.HasPrefix(u.Shell, "/") || strings.ContainsAny(u.Shell, ": \\") || hasControl(u.Shell):

@@ -126,8 +126,14 @@ func checkUsers(users []User) error {
 	bad := func(s string) bool {
 		return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == ':' || r == 0x7f })
 	}
+	// bootd-node also puts a name into paths (/home/NAME) and grep and sed patterns.
+	badName := func(s string) bool {
+		return s == "" || s[0] == '-' || strings.ContainsFunc(s, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+		})
+	}
 	for _, u := range users {
-		if u.Name == "" || bad(u.Name) || strings.ContainsAny(u.Name, " #") || bad(u.Comment) || bad(u.Shell) || u.UID <= 0 {
+		if badName(u.Name) || bad(u.Comment) || bad(u.Shell) || u.UID <= 0 {
 			return fmt.Errorf("overlay: user %q does not fit one line of /etc/bootd/users", u.Name)
 		}
 		for _, k := range u.SSHKeys {

@@ -286,6 +286,7 @@ func TestRenderErrors(t *testing.T) {
 		{"user comment with a colon", func(c *Cluster) { c.Users[0].Comment = "Alice: student" }, "c1", "one line of /etc/bootd/users"},
 		{"user name with a newline", func(c *Cluster) { c.Users[1].Name = "bob\nroot" }, "c1", "one line of /etc/bootd/users"},
 		{"user without a uid", func(c *Cluster) { c.Users[1].UID = 0 }, "master", "one line of /etc/bootd/users"},
+		{"user name that is a path", func(c *Cluster) { c.Users[1].Name = "../root" }, "c1", "one line of /etc/bootd/users"},
 		{"user key over two lines", func(c *Cluster) { c.Users[0].SSHKeys[1] = "ssh-ed25519 A\nbob ssh-ed25519 B" }, "c1", "line break"},
 	}
 	for _, tt := range tests {
