@@ -208,13 +208,44 @@ func exists(root, path string) bool {
 	return err == nil
 }
 
-// bootd-node report posts slurmd -C's first line; a node without slurmd (the master) posts the
-// same fields from the kernel, so bootd accepts the master's report too.
-func TestBootdNodeReport(t *testing.T) {
+// nodeRoot is a chroot for bootd-node: the script at /usr/libexec/bootd-node, the kernel command
+// line naming bootd, and files (which win).
+func nodeRoot(t *testing.T, files map[string]string) string {
+	t.Helper()
 	script, err := os.ReadFile("files/base/bootd/bootd-node")
 	if err != nil {
 		t.Fatal(err)
 	}
+	all := map[string]string{
+		"usr/libexec/bootd-node": string(script),
+		"proc/cmdline":           "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
+		"dev/null":               "", // a plain file will do for the redirections
+		"tmp/.keep":              "",
+	}
+	maps.Copy(all, files)
+	return chroot(t, all)
+}
+
+// curlServesOverlay is curl for bootd-node overlay: it copies /overlay.tgz (serveOverlay) to the
+// file after -o.
+const curlServesOverlay = "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n"
+
+// serveOverlay makes /overlay.tgz in root the overlay bootd serves: /etc/hostname (c1) and files.
+func serveOverlay(t *testing.T, root string, files ...httpd.OverlayFile) {
+	t.Helper()
+	var overlay bytes.Buffer
+	files = append([]httpd.OverlayFile{{Path: "/etc/hostname", Mode: 0o644, Data: []byte("c1\n")}}, files...)
+	if err := httpd.WriteTarGz(&overlay, files); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "overlay.tgz"), overlay.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bootd-node report posts slurmd -C's first line; a node without slurmd (the master) posts the
+// same fields from the kernel, so bootd accepts the master's report too.
+func TestBootdNodeReport(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		files map[string]string
@@ -231,15 +262,11 @@ func TestBootdNodeReport(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{
-				"usr/libexec/bootd-node": string(script),
-				"proc/cmdline":           "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
-				"dev/null":               "", // a plain file will do for the redirections
-				"tmp/.keep":              "",
 				// curl records its arguments.
 				"bin/curl": "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > /tmp/curl.args\n",
 			}
 			maps.Copy(files, tc.files)
-			root := chroot(t, files)
+			root := nodeRoot(t, files)
 			if out, err := run(t, root, nil, "/bin/sh", "/usr/libexec/bootd-node", "report"); err != nil {
 				t.Fatalf("bootd-node report: %v\n%s", err, out)
 			}
@@ -346,20 +373,13 @@ exit 2
 // mounts says otherwise, the slurm account, and the given node.env and labelled devices.
 func storageRoot(t *testing.T, nodeEnv, mounts string, labels map[string]string) string {
 	t.Helper()
-	script, err := os.ReadFile("files/base/bootd/bootd-node")
-	if err != nil {
-		t.Fatal(err)
-	}
 	files := map[string]string{
-		"usr/libexec/bootd-node": string(script),
-		"bin/mount":              standinMount,
-		"bin/blkid":              standinBlkid,
-		"bin/udevadm":            standinUdevadm,
-		"proc/self/mounts":       mounts,
-		"dev/null":               "",
-		"tmp/.keep":              "",
-		"etc/passwd":             "root:x:0:0:root:/root:/bin/sh\nslurm:x:901:901:Slurm:/var/lib/slurm:/sbin/nologin\n",
-		"etc/group":              "root:x:0:\nslurm:x:901:\n",
+		"bin/mount":        standinMount,
+		"bin/blkid":        standinBlkid,
+		"bin/udevadm":      standinUdevadm,
+		"proc/self/mounts": mounts,
+		"etc/passwd":       "root:x:0:0:root:/root:/bin/sh\nslurm:x:901:901:Slurm:/var/lib/slurm:/sbin/nologin\n",
+		"etc/group":        "root:x:0:\nslurm:x:901:\n",
 	}
 	if nodeEnv != "" {
 		files["etc/bootd/node.env"] = nodeEnv
@@ -367,7 +387,7 @@ func storageRoot(t *testing.T, nodeEnv, mounts string, labels map[string]string)
 	for label, devs := range labels {
 		files["labels/"+label] = devs
 	}
-	root := chroot(t, files)
+	root := nodeRoot(t, files)
 	withBash(t, root)
 	return root
 }
@@ -701,10 +721,6 @@ func dropIns(t *testing.T, root string, p *spec.Plan) []string {
 // A node whose overlay has no block (the master) keeps its fstab as it is, and so does one whose
 // unpack fails.
 func TestBootdNodeOverlay(t *testing.T) {
-	script, err := os.ReadFile("files/base/bootd/bootd-node")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const (
 		own    = "UUID=1234 / xfs defaults 0 0\nUUID=5678 /boot xfs defaults 0 0\n"
 		block  = "# bootd: begin. The master's shares\nmaster:/home /home nfs defaults,_netdev 0 0\n# bootd: end\n"
@@ -735,21 +751,11 @@ func TestBootdNodeOverlay(t *testing.T) {
 		{"the unpack fails", own, append(slices.Clone(withBlock), httpd.OverlayFile{Path: "/etc/hostname/x", Mode: 0o644, Data: []byte("a file under a file")}), true, own, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var overlay bytes.Buffer
-			files := append([]httpd.OverlayFile{{Path: "/etc/hostname", Mode: 0o644, Data: []byte("c1\n")}}, tc.overlay...)
-			if err := httpd.WriteTarGz(&overlay, files); err != nil {
-				t.Fatal(err)
-			}
 			chrootFiles := map[string]string{
-				"usr/libexec/bootd-node":   string(script),
-				"proc/cmdline":             "BOOT_IMAGE=vmlinuz bootd=http://10.80.0.1 quiet\n",
 				"proc/sys/kernel/hostname": "localhost\n",
-				"dev/null":                 "",
 				"etc/bootd/fstab":          "# a block from the boot before: this overlay's decides\n",
-				"tmp/.keep":                "",
-				"overlay.tgz":              overlay.String(),
-				// curl copies the overlay to the file after -o; systemctl records its arguments.
-				"bin/curl":      "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n",
+				"bin/curl":                 curlServesOverlay,
+				// systemctl records its arguments.
 				"bin/systemctl": "#!/bin/sh\necho \"$*\" >> /tmp/systemctl.args\n",
 			}
 			if tc.fstab != "" {
@@ -758,8 +764,9 @@ func TestBootdNodeOverlay(t *testing.T) {
 			if tc.systemd {
 				chrootFiles["run/systemd/system/.keep"] = ""
 			}
-			root := chroot(t, chrootFiles)
+			root := nodeRoot(t, chrootFiles)
 			withBash(t, root) // Rocky's /bin/sh
+			serveOverlay(t, root, tc.overlay...)
 			out, err := run(t, root, nil, "/bin/bash", "/usr/libexec/bootd-node", "overlay")
 			if (err != nil) != tc.fails {
 				t.Fatalf("bootd-node overlay: %v, want failure %v\n%s", err, tc.fails, out)
@@ -838,12 +845,9 @@ func TestNvidiaGPUPresent(t *testing.T) {
 // cut short before left a name on its list with only the group made, and one with nothing made:
 // the first is finished, the second dropped.
 func TestBootdNodeAccounts(t *testing.T) {
-	script, err := os.ReadFile("files/base/bootd/bootd-node")
-	if err != nil {
-		t.Fatal(err)
-	}
 	tools := map[string]string{}
 	for _, tool := range []string{"useradd", "groupadd", "usermod", "userdel"} {
+		var err error
 		if tools["/sbin/"+tool], err = exec.LookPath(tool); err != nil {
 			t.Fatalf("%s (Debian package passwd) is needed: %v", tool, err)
 		}
@@ -883,12 +887,8 @@ func TestBootdNodeAccounts(t *testing.T) {
 		},
 	}
 	for _, shell := range []string{"/bin/bash", "/bin/sh"} {
-		root := chroot(t, map[string]string{
-			"usr/libexec/bootd-node":   string(script),
-			"proc/cmdline":             "bootd=http://10.80.0.1\n",
+		root := nodeRoot(t, map[string]string{
 			"proc/sys/kernel/hostname": "localhost\n",
-			"dev/null":                 "",
-			"tmp/.keep":                "",
 			"etc/login.defs":           readChroot(t, "/", "etc/login.defs"),
 			"etc/passwd":               "root:x:0:0:root:/root:/bin/bash\nmunge:x:900:900:Runs munge:/run/munge:/sbin/nologin\neve:x:2005:2005:Eve:/home/eve:/bin/bash\n",
 			"etc/group":                "root:x:0:\nmunge:x:900:\neve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nhenry:x:2008:\n",
@@ -896,23 +896,15 @@ func TestBootdNodeAccounts(t *testing.T) {
 			"etc/gshadow":              "root:*::\nmunge:!::\neve:!::\nfrank:!::\ngrace:!::\nhenry:!::\n",
 			// A run cut short: henry's group made, not henry; ivan on the list, made neither.
 			"var/lib/bootd-node/users": "henry\nivan\n",
-			"bin/curl":                 "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n",
+			"bin/curl":                 curlServesOverlay,
 		})
 		withBash(t, root)
 		withHost(t, root, tools)
 		for _, boot := range boots {
 			t.Run(shell+": "+boot.name, func(t *testing.T) {
-				var overlay bytes.Buffer
-				if err := httpd.WriteTarGz(&overlay, []httpd.OverlayFile{
-					{Path: "/etc/hostname", Mode: 0o644, Data: []byte("c1\n")},
-					{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(boot.users)},
-					{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(boot.keys)},
-				}); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(root, "overlay.tgz"), overlay.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				serveOverlay(t, root,
+					httpd.OverlayFile{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(boot.users)},
+					httpd.OverlayFile{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(boot.keys)})
 				out, err := run(t, root, nil, shell, "/usr/libexec/bootd-node", "overlay")
 				if err != nil {
 					t.Fatalf("bootd-node overlay: %v\n%s", err, out)

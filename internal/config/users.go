@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -50,7 +51,7 @@ func (c *Config) setUser(k toml.Key, v any) error {
 	}
 	set, ok := userFields[k[2]]
 	if len(k) > 3 || !ok {
-		return fmt.Errorf("unknown key (known in [users.NAME]: %s)", strings.Join(sorted(keysOf(userFields)), ", "))
+		return fmt.Errorf("unknown key (known in [users.NAME]: %s)", strings.Join(slices.Sorted(maps.Keys(userFields)), ", "))
 	}
 	return set(c.user(k[1]), v)
 }
@@ -65,24 +66,17 @@ func (c *Config) user(name string) *User {
 	return &c.Users[i]
 }
 
-func keysOf[V any](m map[string]V) []string {
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
 // checkUsers wants each user to be one that useradd makes alike on every node: a valid name, a
 // uid of its own in the lab range, and comment, shell and keys that fit their one line each.
 func (c Config) checkUsers() error {
 	uids := map[int]string{}
 	for _, u := range c.Users {
 		key := toml.Key{"users", u.Name}.String() // quoted as the file's line table has it
+		_, uidSet := c.fileLine(key + ".uid")
 		switch {
 		case !validUserName(u.Name):
 			return c.err(key, "%q is not a user name (lowercase letters, digits, _ and -, starting with a letter or _, at most 32)", u.Name)
-		case u.UID == 0:
+		case u.UID == 0 && !uidSet:
 			return c.err(key, "no uid (every node gives the user the same one: uid = 2001)")
 		case u.UID < minUID || u.UID >= maxUID:
 			return c.err(key+".uid", "%d is outside the lab users' ids %d–%d (below are the images' system accounts)", u.UID, minUID, maxUID-1)
