@@ -855,10 +855,13 @@ func TestBootdNodeAccounts(t *testing.T) {
 	const keysDir = "etc/ssh/authorized_keys.d/"
 	boots := []struct {
 		name, users, keys string
+		remove            string            // a file of the chroot removed before the boot
 		wantAccounts      string            // /etc/passwd lines with uids from 1000, in order
 		wantGroups        string            // /etc/group lines with gids from 1000, in order
 		wantMade          string            // /var/lib/bootd-node/users
 		wantKeys          map[string]string // per user with a key file
+		wantSubUIDs       string            // /etc/subuid, lines sorted
+		wantSubGIDs       string            // /etc/subgid, lines sorted
 		wantWarnings      []string
 	}{
 		{
@@ -873,8 +876,12 @@ func TestBootdNodeAccounts(t *testing.T) {
 			wantMade:   "alice\nbob\nhenry\n",
 			wantKeys: map[string]string{"alice": "ssh-ed25519 AAAA-1 alice@laptop\nssh-ed25519 AAAA-2 alice@desktop\n",
 				"bob": "ssh-ed25519 BBBB bob@x\n", "eve": "ssh-ed25519 EEEE eve@x\n", "henry": ""},
+			// alice's range is 2001*65536, in place of the one useradd gave; zed's overlaps henry's.
+			wantSubUIDs: "alice:131137536:65536\nbob:131203072:65536\neve:100000:65536\nzed:131600000:10\n",
+			wantSubGIDs: "alice:131137536:65536\nbob:131203072:65536\neve:100000:65536\nhenry:131596288:65536\n",
 			wantWarnings: []string{"user munge has uid 900 on this node, bootd says 2003", "uid 900 (bootd's dave) is another user's",
-				"group frank (gid 3000) is this node's own", "group grace (gid 2007) is this node's own"},
+				"group frank (gid 3000) is this node's own", "group grace (gid 2007) is this node's own",
+				"/etc/subuid: henry's range 131596288-131661823 overlaps zed's"},
 		},
 		{
 			name:         "second boot: alice changed, bob gone, carol takes his uid, eve no longer listed",
@@ -884,6 +891,19 @@ func TestBootdNodeAccounts(t *testing.T) {
 			wantGroups:   "eve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nalice:x:2001:\ncarol:x:2002:\n",
 			wantMade:     "alice\ncarol\n",
 			wantKeys:     map[string]string{"alice": "", "carol": "ssh-ed25519 CCCC carol@x\n"},
+			wantSubUIDs:  "alice:131137536:65536\ncarol:131203072:65536\neve:100000:65536\nzed:131600000:10\n",
+			wantSubGIDs:  "alice:131137536:65536\ncarol:131203072:65536\neve:100000:65536\n",
+		},
+		{
+			name:         "third boot: no /etc/subgid",
+			users:        "alice:2001:Alice E.:/bin/sh\n",
+			remove:       "etc/subgid",
+			wantAccounts: "eve:x:2005:2005:Eve:/home/eve:/bin/bash\nalice:x:2001:2001:Alice E.:/home/alice:/bin/sh\n",
+			wantGroups:   "eve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nalice:x:2001:\n",
+			wantMade:     "alice\n",
+			wantKeys:     map[string]string{"alice": ""},
+			wantSubUIDs:  "alice:131137536:65536\neve:100000:65536\nzed:131600000:10\n",
+			wantSubGIDs:  "alice:131137536:65536\n",
 		},
 	}
 	for _, shell := range []string{"/bin/bash", "/bin/sh"} {
@@ -894,6 +914,8 @@ func TestBootdNodeAccounts(t *testing.T) {
 			"etc/group":                "root:x:0:\nmunge:x:900:\neve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nhenry:x:2008:\n",
 			"etc/shadow":               "root:*:19000:0:99999:7:::\nmunge:!!:19000::::::\neve:!!:19000::::::\n",
 			"etc/gshadow":              "root:*::\nmunge:!::\neve:!::\nfrank:!::\ngrace:!::\nhenry:!::\n",
+			"etc/subuid":               "eve:100000:65536\nzed:131600000:10\n",
+			"etc/subgid":               "eve:100000:65536\n",
 			// A run cut short: henry's group made, not henry; ivan on the list, made neither.
 			"var/lib/bootd-node/users": "henry\nivan\n",
 			"bin/curl":                 curlServesOverlay,
@@ -902,6 +924,11 @@ func TestBootdNodeAccounts(t *testing.T) {
 		withHost(t, root, tools)
 		for _, boot := range boots {
 			t.Run(shell+": "+boot.name, func(t *testing.T) {
+				if boot.remove != "" {
+					if err := os.Remove(filepath.Join(root, boot.remove)); err != nil {
+						t.Fatal(err)
+					}
+				}
 				serveOverlay(t, root,
 					httpd.OverlayFile{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(boot.users)},
 					httpd.OverlayFile{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(boot.keys)})
@@ -917,6 +944,11 @@ func TestBootdNodeAccounts(t *testing.T) {
 				}
 				if got := readChroot(t, root, "var/lib/bootd-node/users"); got != boot.wantMade {
 					t.Errorf("made by bootd-node: %q, want %q", got, boot.wantMade)
+				}
+				for file, want := range map[string]string{"etc/subuid": boot.wantSubUIDs, "etc/subgid": boot.wantSubGIDs} {
+					if got := sortedLines(readChroot(t, root, file)); got != want {
+						t.Errorf("/%s:\n%s\nwant:\n%s", file, got, want)
+					}
 				}
 				entries, err := os.ReadDir(filepath.Join(root, keysDir))
 				if err != nil {
@@ -940,6 +972,13 @@ func TestBootdNodeAccounts(t *testing.T) {
 			})
 		}
 	}
+}
+
+// sortedLines sorts a file's lines.
+func sortedLines(file string) string {
+	lines := strings.SplitAfter(file, "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "")
 }
 
 // linesFrom keeps the lines of a passwd or group file whose field (0-based) is at least min.
