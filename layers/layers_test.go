@@ -845,23 +845,13 @@ func TestNvidiaGPUPresent(t *testing.T) {
 // cut short before left a name on its list with only the group made, and one with nothing made:
 // the first is finished, the second dropped.
 func TestBootdNodeAccounts(t *testing.T) {
-	tools := map[string]string{}
-	for _, tool := range []string{"useradd", "groupadd", "usermod", "userdel"} {
-		var err error
-		if tools["/sbin/"+tool], err = exec.LookPath(tool); err != nil {
-			t.Fatalf("%s (Debian package passwd) is needed: %v", tool, err)
-		}
-	}
 	const keysDir = "etc/ssh/authorized_keys.d/"
 	boots := []struct {
 		name, users, keys string
-		remove            string            // a file of the chroot removed before the boot
 		wantAccounts      string            // /etc/passwd lines with uids from 1000, in order
 		wantGroups        string            // /etc/group lines with gids from 1000, in order
 		wantMade          string            // /var/lib/bootd-node/users
 		wantKeys          map[string]string // per user with a key file
-		wantSubUIDs       string            // /etc/subuid, lines sorted
-		wantSubGIDs       string            // /etc/subgid, lines sorted
 		wantWarnings      []string
 	}{
 		{
@@ -876,12 +866,8 @@ func TestBootdNodeAccounts(t *testing.T) {
 			wantMade:   "alice\nbob\nhenry\n",
 			wantKeys: map[string]string{"alice": "ssh-ed25519 AAAA-1 alice@laptop\nssh-ed25519 AAAA-2 alice@desktop\n",
 				"bob": "ssh-ed25519 BBBB bob@x\n", "eve": "ssh-ed25519 EEEE eve@x\n", "henry": ""},
-			// alice's range is 2001*65536, in place of the one useradd gave; zed's overlaps henry's.
-			wantSubUIDs: "alice:131137536:65536\nbob:131203072:65536\neve:100000:65536\nzed:131600000:10\n",
-			wantSubGIDs: "alice:131137536:65536\nbob:131203072:65536\neve:100000:65536\nhenry:131596288:65536\n",
 			wantWarnings: []string{"user munge has uid 900 on this node, bootd says 2003", "uid 900 (bootd's dave) is another user's",
-				"group frank (gid 3000) is this node's own", "group grace (gid 2007) is this node's own",
-				"/etc/subuid: henry's range 131596288-131661823 overlaps zed's"},
+				"group frank (gid 3000) is this node's own", "group grace (gid 2007) is this node's own"},
 		},
 		{
 			name:         "second boot: alice changed, bob gone, carol takes his uid, eve no longer listed",
@@ -891,51 +877,20 @@ func TestBootdNodeAccounts(t *testing.T) {
 			wantGroups:   "eve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nalice:x:2001:\ncarol:x:2002:\n",
 			wantMade:     "alice\ncarol\n",
 			wantKeys:     map[string]string{"alice": "", "carol": "ssh-ed25519 CCCC carol@x\n"},
-			wantSubUIDs:  "alice:131137536:65536\ncarol:131203072:65536\neve:100000:65536\nzed:131600000:10\n",
-			wantSubGIDs:  "alice:131137536:65536\ncarol:131203072:65536\neve:100000:65536\n",
-		},
-		{
-			name:         "third boot: no /etc/subgid",
-			users:        "alice:2001:Alice E.:/bin/sh\n",
-			remove:       "etc/subgid",
-			wantAccounts: "eve:x:2005:2005:Eve:/home/eve:/bin/bash\nalice:x:2001:2001:Alice E.:/home/alice:/bin/sh\n",
-			wantGroups:   "eve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nalice:x:2001:\n",
-			wantMade:     "alice\n",
-			wantKeys:     map[string]string{"alice": ""},
-			wantSubUIDs:  "alice:131137536:65536\neve:100000:65536\nzed:131600000:10\n",
-			wantSubGIDs:  "alice:131137536:65536\n",
 		},
 	}
 	for _, shell := range []string{"/bin/bash", "/bin/sh"} {
-		root := nodeRoot(t, map[string]string{
-			"proc/sys/kernel/hostname": "localhost\n",
-			"etc/login.defs":           readChroot(t, "/", "etc/login.defs"),
-			"etc/passwd":               "root:x:0:0:root:/root:/bin/bash\nmunge:x:900:900:Runs munge:/run/munge:/sbin/nologin\neve:x:2005:2005:Eve:/home/eve:/bin/bash\n",
-			"etc/group":                "root:x:0:\nmunge:x:900:\neve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nhenry:x:2008:\n",
-			"etc/shadow":               "root:*:19000:0:99999:7:::\nmunge:!!:19000::::::\neve:!!:19000::::::\n",
-			"etc/gshadow":              "root:*::\nmunge:!::\neve:!::\nfrank:!::\ngrace:!::\nhenry:!::\n",
-			"etc/subuid":               "eve:100000:65536\nzed:131600000:10\n",
-			"etc/subgid":               "eve:100000:65536\n",
+		root := accountsRoot(t, map[string]string{
+			"etc/passwd":  "root:x:0:0:root:/root:/bin/bash\nmunge:x:900:900:Runs munge:/run/munge:/sbin/nologin\neve:x:2005:2005:Eve:/home/eve:/bin/bash\n",
+			"etc/group":   "root:x:0:\nmunge:x:900:\neve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nhenry:x:2008:\n",
+			"etc/shadow":  "root:*:19000:0:99999:7:::\nmunge:!!:19000::::::\neve:!!:19000::::::\n",
+			"etc/gshadow": "root:*::\nmunge:!::\neve:!::\nfrank:!::\ngrace:!::\nhenry:!::\n",
 			// A run cut short: henry's group made, not henry; ivan on the list, made neither.
 			"var/lib/bootd-node/users": "henry\nivan\n",
-			"bin/curl":                 curlServesOverlay,
 		})
-		withBash(t, root)
-		withHost(t, root, tools)
 		for _, boot := range boots {
 			t.Run(shell+": "+boot.name, func(t *testing.T) {
-				if boot.remove != "" {
-					if err := os.Remove(filepath.Join(root, boot.remove)); err != nil {
-						t.Fatal(err)
-					}
-				}
-				serveOverlay(t, root,
-					httpd.OverlayFile{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(boot.users)},
-					httpd.OverlayFile{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(boot.keys)})
-				out, err := run(t, root, nil, shell, "/usr/libexec/bootd-node", "overlay")
-				if err != nil {
-					t.Fatalf("bootd-node overlay: %v\n%s", err, out)
-				}
+				bootWithUsers(t, root, shell, boot.users, boot.keys, boot.wantWarnings)
 				if got := linesFrom(readChroot(t, root, "etc/passwd"), 2, 1000); got != boot.wantAccounts {
 					t.Errorf("/etc/passwd's users:\n%s\nwant:\n%s", got, boot.wantAccounts)
 				}
@@ -944,11 +899,6 @@ func TestBootdNodeAccounts(t *testing.T) {
 				}
 				if got := readChroot(t, root, "var/lib/bootd-node/users"); got != boot.wantMade {
 					t.Errorf("made by bootd-node: %q, want %q", got, boot.wantMade)
-				}
-				for file, want := range map[string]string{"etc/subuid": boot.wantSubUIDs, "etc/subgid": boot.wantSubGIDs} {
-					if got := sortedLines(readChroot(t, root, file)); got != want {
-						t.Errorf("/%s:\n%s\nwant:\n%s", file, got, want)
-					}
 				}
 				entries, err := os.ReadDir(filepath.Join(root, keysDir))
 				if err != nil {
@@ -961,13 +911,137 @@ func TestBootdNodeAccounts(t *testing.T) {
 				if !maps.Equal(got, boot.wantKeys) {
 					t.Errorf("%s holds %q, want %q", keysDir, got, boot.wantKeys)
 				}
-				for _, w := range boot.wantWarnings {
-					if !strings.Contains(out, w) {
-						t.Errorf("no warning %q in:\n%s", w, out)
+			})
+		}
+	}
+}
+
+// accountsRoot is a node's root for bootd-node overlay with the host's shadow-utils, bash and
+// login.defs, and files.
+func accountsRoot(t *testing.T, files map[string]string) string {
+	t.Helper()
+	tools := map[string]string{}
+	for _, tool := range []string{"useradd", "groupadd", "usermod", "userdel"} {
+		var err error
+		if tools["/sbin/"+tool], err = exec.LookPath(tool); err != nil {
+			t.Fatalf("%s (Debian package passwd) is needed: %v", tool, err)
+		}
+	}
+	all := map[string]string{
+		"proc/sys/kernel/hostname": "localhost\n",
+		"etc/login.defs":           readChroot(t, "/", "etc/login.defs"),
+		"bin/curl":                 curlServesOverlay,
+	}
+	maps.Copy(all, files)
+	root := nodeRoot(t, all)
+	withBash(t, root)
+	withHost(t, root, tools)
+	return root
+}
+
+// bootWithUsers runs bootd-node overlay under shell with the users and keys bootd would serve,
+// and checks that what it says is the warnings, one line each, in order.
+func bootWithUsers(t *testing.T, root, shell, users, keys string, wantWarnings []string) {
+	t.Helper()
+	serveOverlay(t, root,
+		httpd.OverlayFile{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(users)},
+		httpd.OverlayFile{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(keys)})
+	out, err := run(t, root, nil, shell, "/usr/libexec/bootd-node", "overlay")
+	if err != nil {
+		t.Fatalf("bootd-node overlay: %v\n%s", err, out)
+	}
+	said := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if out == "" {
+		said = nil
+	}
+	if len(said) != len(wantWarnings) {
+		t.Fatalf("bootd-node said:\n%s\nwant %d warnings: %q", out, len(wantWarnings), wantWarnings)
+	}
+	for i, w := range wantWarnings {
+		if !strings.Contains(said[i], w) {
+			t.Errorf("warning %d: %q, want it to say %q", i+1, said[i], w)
+		}
+	}
+}
+
+// bootd-node gives each account it made the subordinate ids uid*65536 (65536 of them) and no
+// others, leaving out a range that overlaps another's and leaving lines by uid to the admin; odd
+// lines in the files neither stop it nor count. Boots one after another on one root.
+func TestBootdNodeSubIDs(t *testing.T) {
+	boots := []struct {
+		name, users   string
+		write, remove map[string]string // files of the chroot replaced or removed before the boot
+		wantSubUIDs   string            // /etc/subuid, lines sorted
+		wantSubGIDs   string            // /etc/subgid, lines sorted
+		wantWarnings  []string
+	}{
+		{
+			// alice's ranges replace the ones useradd gave her: xia's ends just below them. bob's
+			// subuids end just below wu's; his subgid range waits for the admin (a line for uid
+			// 2002). henry's overlap zed's (ending at his first) and yan's (starting at his last).
+			name:  "first boot",
+			users: "alice:2001::/bin/bash\nbob:2002::/bin/bash\nhenry:2008::/bin/bash\n",
+			wantSubUIDs: "alice:131137536:65536\nbad::65536\nbob:131203072:65536\neve:100000:65536\nold:0900000:1\n" +
+				"wu:131268608:3\nxia:131137535:1\nzed:131596287:2\n",
+			wantSubGIDs: "2002:300000:65536\nalice:131137536:65536\neve:100000:65536\nyan:131661823:1\n",
+			wantWarnings: []string{
+				"/etc/subgid has a line for uid 2002, bob's: remove it",
+				"/etc/subuid: henry's range 131596288-131661823 overlaps zed's: henry has none",
+				"/etc/subgid: henry's range 131596288-131661823 overlaps yan's: henry has none"},
+		},
+		{
+			name:  "second boot: bob and henry gone, carol takes bob's uid",
+			users: "alice:2001::/bin/bash\ncarol:2002::/bin/bash\n",
+			wantSubUIDs: "alice:131137536:65536\nbad::65536\ncarol:131203072:65536\neve:100000:65536\nold:0900000:1\n" +
+				"wu:131268608:3\nxia:131137535:1\nzed:131596287:2\n",
+			wantSubGIDs:  "2002:300000:65536\nalice:131137536:65536\neve:100000:65536\nyan:131661823:1\n",
+			wantWarnings: []string{"/etc/subgid has a line for uid 2002, carol's: remove it"},
+		},
+		{
+			name:         "third boot: a range of alice's own overlaps the right one, a last line without its newline",
+			users:        "alice:2001::/bin/bash\n",
+			write:        map[string]string{"etc/subuid": "alice:131137536:65536\nalice:131137600:100\n", "etc/subgid": "tail:131137600:1"},
+			wantSubUIDs:  "alice:131137536:65536\n",
+			wantSubGIDs:  "tail:131137600:1",
+			wantWarnings: []string{"/etc/subgid: alice's range 131137536-131203071 overlaps tail's"},
+		},
+		{
+			name:        "fourth boot: no /etc/subgid",
+			users:       "alice:2001::/bin/bash\n",
+			remove:      map[string]string{"etc/subgid": ""},
+			wantSubUIDs: "alice:131137536:65536\n",
+			wantSubGIDs: "alice:131137536:65536\n",
+		},
+	}
+	for _, shell := range []string{"/bin/bash", "/bin/sh"} {
+		root := accountsRoot(t, map[string]string{
+			"etc/passwd":  "root:x:0:0:root:/root:/bin/bash\neve:x:2005:2005:Eve:/home/eve:/bin/bash\n",
+			"etc/group":   "root:x:0:\neve:x:2005:\n",
+			"etc/shadow":  "root:*:19000:0:99999:7:::\neve:!!:19000::::::\n",
+			"etc/gshadow": "root:*::\neve:!::\n",
+			"etc/subuid":  "eve:100000:65536\nxia:131137535:1\nzed:131596287:2\nwu:131268608:3\nold:0900000:1\nbad::65536\n",
+			"etc/subgid":  "eve:100000:65536\nyan:131661823:1\n2002:300000:65536\n",
+		})
+		for _, boot := range boots {
+			t.Run(shell+": "+boot.name, func(t *testing.T) {
+				for name, content := range boot.write {
+					if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+						t.Fatal(err)
 					}
 				}
-				if len(boot.wantWarnings) == 0 && out != "" {
-					t.Errorf("bootd-node said:\n%s", out)
+				for name := range boot.remove {
+					if err := os.Remove(filepath.Join(root, name)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				bootWithUsers(t, root, shell, boot.users, "", boot.wantWarnings)
+				for file, want := range map[string]string{"etc/subuid": boot.wantSubUIDs, "etc/subgid": boot.wantSubGIDs} {
+					if got := sortedLines(readChroot(t, root, file)); got != want {
+						t.Errorf("/%s:\n%s\nwant:\n%s", file, got, want)
+					}
+				}
+				if fi, err := os.Stat(filepath.Join(root, "etc/subgid")); err != nil || fi.Mode() != 0o644 {
+					t.Errorf("/etc/subgid: %v, %v; want mode 0644", fi, err)
 				}
 			})
 		}
