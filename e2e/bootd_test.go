@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -53,6 +54,16 @@ func TestBootd(t *testing.T) {
 	})
 	t.Run("inventory/states and facts", func(t *testing.T) {
 		s.checkInventory(ctx, t)
+	})
+	t.Run("appliance/strict reverse-path filtering seen", func(t *testing.T) {
+		// The lab's bridge has rp_filter 1 (vlab.New): bootd reads its namespace's /proc/sys.
+		log, err := os.ReadFile(b.Proc.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(log), "reverse-path filtering on the lab interface is strict") {
+			t.Errorf("bootd's log, want it to see strict reverse-path filtering:\n%s", log)
+		}
 	})
 }
 

@@ -196,6 +196,7 @@ func (d *daemon) serveTFTP(ctx context.Context) error {
 		return fmt.Errorf("tftp: %w", err)
 	}
 	d.checkReplySource()
+	d.checkReversePathFilter("/proc/sys")
 	exe, err := os.Executable()
 	if err != nil {
 		conn.Close()

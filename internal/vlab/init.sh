@@ -11,6 +11,9 @@ for m in $(cat /etc/vlab/modules); do
 	insmod "/lib/modules/$(cat /etc/vlab/release)/$m" || echo "VLAB-INSMOD-FAILED: $m"
 done
 
+# The kernel's own messages (a NIC's probe or link, late) would otherwise cut into the report
+# lines below, which the tests read whole.
+dmesg -n 1
 cmdline=$(cat /proc/cmdline)
 echo "VLAB-CMDLINE: $cmdline"
 ipspec= bootif= bootd=
