@@ -44,6 +44,19 @@ var nodeBootPCs = []nodePC{
 	{fw: vlab.UEFI, mac: "52:54:00:e2:b0:02", name: "c2", addr: "10.80.0.102", memoryMiB: nodeBootUEFIMemoryMiB},
 }
 
+// nodeBootConfig is bootd's configuration for TestNodeBoot: a lab user, whom every node makes.
+const nodeBootConfig = `[users.alice]
+uid = 2001
+comment = "Alice Example"
+ssh_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKYn3pm2E8RDgg3QSPW9dCWbzvUxsjqpCJusmxRP2MhS alice@laptop"]
+`
+
+// nodeBootUser is the stand-in systemd's line for alice after bootd-node overlay made her with
+// the image's shadow-utils (the host's useradd and friends): her account, her group, her
+// subordinate ids (2001 * 65536) and her one key.
+const nodeBootUser = "NODEBOOT-USER: alice:x:2001:2001:Alice Example:/home/alice:/bin/bash group alice:x:2001: " +
+	"subuid alice:131137536:65536 subgid alice:131137536:65536 keys 1"
+
 // nodeBoot is what every PC of TestNodeBoot shares: one imgbuild build, one bootd.
 type nodeBoot struct {
 	dir    string // artifacts: consoles, QEMU logs
@@ -84,7 +97,11 @@ func TestNodeBoot(t *testing.T) {
 		img.Manifest.Rootfs.File, rootfs.Size, rootfs.SHA256[:16], initrd.Size, img.Manifest.Cmdline)
 
 	lab := newLab(ctx, t, "nodeboot", "10.80.0.1/24")
-	b := startBootdWith(ctx, t, lab, filepath.Join(l.dir, "bootd"))
+	config := filepath.Join(l.dir, "bootd.toml")
+	if err := os.WriteFile(config, []byte(nodeBootConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := startBootdWith(ctx, t, lab, filepath.Join(l.dir, "bootd"), "--config", config)
 	defer logTailOnFailure(t, b.Proc.LogPath)
 
 	nb := &nodeBoot{dir: l.dir, lab: lab, b: b, rootfs: rootfs, initrd: initrd}
@@ -182,6 +199,9 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 	}
 	if hk := wait(`NODEBOOT-SSH-HOST-KEY: (\S+)`); hk[1] != "present" {
 		t.Errorf("SSH host key %s, want present", hk[1])
+	}
+	if user := wait(`NODEBOOT-USER: .*`); strings.TrimSpace(user[0]) != nodeBootUser {
+		t.Errorf("the lab's user on the node:\n%s\nwant:\n%s", user[0], nodeBootUser)
 	}
 	ram := wait(`NODEBOOT-ROOTFS-RAM: squashfs (\d+) bytes in tmpfs /run, overlay upper (\d+) kB, MemTotal (\d+) kB, MemAvailable (\d+) kB`)
 	wait(`NODEBOOT-DONE`)
@@ -285,13 +305,13 @@ func tamperedRoot(ctx context.Context, t *testing.T, lab *vlab.Lab, dir, imgDir,
 
 // startBootdWith builds bootd and serves dir/images (an images directory imgbuild wrote) with
 // its state under dir.
-func startBootdWith(ctx context.Context, t *testing.T, lab *vlab.Lab, dir string) *vlab.Bootd {
+func startBootdWith(ctx context.Context, t *testing.T, lab *vlab.Lab, dir string, args ...string) *vlab.Bootd {
 	t.Helper()
 	bin := filepath.Join(dir, "bootd")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/bootd").CombinedOutput(); err != nil {
 		t.Fatalf("build bootd: %v\n%s", err, out)
 	}
-	b, err := lab.StartBootd(ctx, bin, dir, "--debug")
+	b, err := lab.StartBootd(ctx, bin, dir, append([]string{"--debug"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -118,7 +119,7 @@ func addKernelModules(p *Package, k KernelFiles) {
 // curl the stand-in is the usual marker package.
 func curlPkg() Package {
 	p := Package{Name: "curl", Version: "7.76.1", Release: "29.el9", Arch: "x86_64", Requires: []string{"filesystem"}}
-	bins, err := curlClosure("/usr/bin/curl")
+	bins, err := hostClosure("/usr/bin/curl", "/usr/bin")
 	if err != nil {
 		p.Files = map[string]string{"/usr/share/standin/curl": "curl (no host curl: " + err.Error() + ")\n"}
 		return p
@@ -127,8 +128,32 @@ func curlPkg() Package {
 	return p
 }
 
-// curlClosure maps image paths to host files for a dynamically linked program and its libraries.
-func curlClosure(prog string) (map[string]string, error) {
+// shadowUtilsPkg ships the host's useradd, groupadd, usermod and userdel with their libraries,
+// as curlPkg ships curl, and the host's login.defs: bootd-node makes the lab's users with them.
+// Without them the stand-in is the usual marker package.
+func shadowUtilsPkg() Package {
+	p := Package{Name: "shadow-utils", Version: "4.9", Release: "12.el9", Arch: "x86_64", Requires: []string{"filesystem"}}
+	bins := map[string]string{}
+	defs, err := os.ReadFile("/etc/login.defs")
+	for _, tool := range []string{"useradd", "groupadd", "usermod", "userdel"} {
+		var b map[string]string
+		if err == nil {
+			b, err = hostClosure("/usr/sbin/"+tool, "/usr/sbin")
+		}
+		maps.Copy(bins, b)
+	}
+	if err != nil {
+		p.Files = map[string]string{"/usr/share/standin/shadow-utils": "shadow-utils (no host shadow tools: " + err.Error() + ")\n"}
+		return p
+	}
+	p.Binaries = bins
+	p.Files = map[string]string{"/etc/login.defs": string(defs)}
+	return p
+}
+
+// hostClosure maps image paths to host files for a dynamically linked program (put in binDir)
+// and its libraries.
+func hostClosure(prog, binDir string) (map[string]string, error) {
 	if _, err := os.Stat(prog); err != nil {
 		return nil, err
 	}
@@ -136,7 +161,7 @@ func curlClosure(prog string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	bins := map[string]string{"/usr/bin/" + filepath.Base(prog): prog}
+	bins := map[string]string{path.Join(binDir, filepath.Base(prog)): prog}
 	for _, lib := range libs {
 		if strings.Contains(filepath.Base(lib), "ld-linux") {
 			// The loader, at the path the ELF header names.
@@ -218,6 +243,13 @@ if [ -s /etc/ssh/ssh_host_ed25519_key ]; then
 else
 	echo "NODEBOOT-SSH-HOST-KEY: missing"
 fi
+# The lab's users (bootd's /etc/bootd/users) as bootd-node left them.
+$bb grep -v '^#' /etc/bootd/users 2>/dev/null | while IFS=: read -r name _; do
+	[ -n "$name" ] || continue
+	echo "NODEBOOT-USER: $($bb grep "^$name:" /etc/passwd) group $($bb grep "^$name:" /etc/group)" \
+		"subuid $($bb grep "^$name:" /etc/subuid) subgid $($bb grep "^$name:" /etc/subgid)" \
+		"keys $($bb cat /etc/ssh/authorized_keys.d/$name 2>/dev/null | $bb wc -l)"
+done
 sq=/run/initramfs/live/rootfs.squashfs
 size=$($bb stat -c %s "$sq" 2>/dev/null || echo 0)
 total=$($bb sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo)

@@ -113,6 +113,7 @@ var overrides = map[string]func(KernelFiles) Package{
 	"kmod":         func(KernelFiles) Package { return kmodPkg() },
 	"nvidia-open":  func(KernelFiles) Package { return nvidiaOpenPkg() },
 	"curl":         func(KernelFiles) Package { return curlPkg() },
+	"shadow-utils": func(KernelFiles) Package { return shadowUtilsPkg() },
 	"systemd":      func(KernelFiles) Package { return systemdPkg() },
 	"slurm-slurmd": func(KernelFiles) Package { return slurmdPkg() },
 }

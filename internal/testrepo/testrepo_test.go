@@ -19,7 +19,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
-var serviceNames = []string{"bash", "dracut", "kernel", "munge", "slurm-slurmd", "chrony", "hello", "curl", "systemd"}
+var serviceNames = []string{"bash", "dracut", "kernel", "munge", "slurm-slurmd", "chrony", "hello", "curl", "systemd", "shadow-utils"}
 
 // treeHashes maps each regular file under dir to its sha256.
 func treeHashes(t *testing.T, dir string) map[string]string {
@@ -129,6 +129,10 @@ func TestStandinsInstallAndRun(t *testing.T) {
 	// The host's curl runs in the image with the libraries and loader it shipped.
 	if out := chroot(t, root, "/usr/bin/curl", "--version"); !strings.HasPrefix(out, "curl ") {
 		t.Errorf("curl --version in the image: %q", out)
+	}
+	// So does its useradd, beside curl (both ship the same libraries: rpm takes identical files).
+	if out := chroot(t, root, "/usr/bin/busybox", "sh", "-c", "/usr/sbin/useradd -u 2001 -M alice && busybox grep ^alice: /etc/passwd"); out != "alice:x:2001:2001::/home/alice:/bin/bash\n" {
+		t.Errorf("useradd in the image: %q", out)
 	}
 	if out := chroot(t, root, "/usr/bin/busybox", "sh", "-c", "busybox mount -t proc proc /proc && /usr/sbin/slurmd -C; busybox umount /proc"); !regexp.MustCompile(`^NodeName=\S+ CPUs=[1-9]\d* Boards=1 .*RealMemory=[1-9]\d*\n`).MatchString(out) {
 		t.Errorf("slurmd -C in the image: %q", out)
