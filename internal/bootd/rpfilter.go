@@ -43,13 +43,24 @@ func rpFilterAdvice(ifname string, all, iface int) string {
 	}
 	var set []string
 	if iface != rpFilterStrict {
-		set = append(set, "net.ipv4.conf."+ifname+".rp_filter=1")
+		set = append(set, sysctlKey(ifname)+"=1")
 	}
 	if all > rpFilterStrict {
-		// The kernel takes the higher of the two: a loose "all" overrides a strict interface.
-		set = append(set, "net.ipv4.conf.all.rp_filter=1")
+		// The kernel takes the higher of the two, so a loose "all" overrides a strict interface.
+		// 0, not 1: the other interfaces keep their own values rather than all turning strict,
+		// which could break asymmetric routes on the uplink.
+		set = append(set, "net.ipv4.conf.all.rp_filter=0")
 	}
 	return "sysctl -w " + strings.Join(set, " ") + " (and the same in /etc/sysctl.d/ to keep it)"
+}
+
+// sysctlKey names ifname's rp_filter for sysctl: with slashes when the name has a dot (a VLAN,
+// eth1.100), which sysctl would take for a separator (sysctl.d(5)).
+func sysctlKey(ifname string) string {
+	if strings.Contains(ifname, ".") {
+		return "net/ipv4/conf/" + ifname + "/rp_filter"
+	}
+	return "net.ipv4.conf." + ifname + ".rp_filter"
 }
 
 // checkReversePathFilter warns when the lab interface's reverse-path filtering is not strict.

@@ -1,6 +1,7 @@
 package bootd
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,22 +18,28 @@ import (
 func TestCheckReversePathFilter(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
+		ifname     string // default lab0
 		all, iface string // file contents; "" leaves the file out
 		wantFix    string // "" for no warning (an info line)
+		wantLevel  int    // the rp_filter field: the higher of the two
 		wantError  string
 	}{
-		{name: "strict", all: "0\n", iface: "1\n"},
-		{name: "strict everywhere", all: "1\n", iface: "0\n"},
-		{name: "systemd default: loose interface", all: "0\n", iface: "2\n", wantFix: "sysctl -w net.ipv4.conf.lab0.rp_filter=1 (and"},
-		{name: "off", all: "0\n", iface: "0\n", wantFix: "sysctl -w net.ipv4.conf.lab0.rp_filter=1 (and"},
-		{name: "loose all overrides a strict interface", all: "2\n", iface: "1\n", wantFix: "sysctl -w net.ipv4.conf.all.rp_filter=1 (and"},
-		{name: "both loose", all: "2\n", iface: "2\n", wantFix: "sysctl -w net.ipv4.conf.lab0.rp_filter=1 net.ipv4.conf.all.rp_filter=1 (and"},
+		{name: "strict", all: "0\n", iface: "1\n", wantLevel: 1},
+		{name: "strict everywhere", all: "1\n", iface: "0\n", wantLevel: 1},
+		{name: "systemd default: loose interface", all: "0\n", iface: "2\n", wantLevel: 2, wantFix: "sysctl -w net.ipv4.conf.lab0.rp_filter=1 (and"},
+		{name: "strict all, loose interface", all: "1\n", iface: "2\n", wantLevel: 2, wantFix: "sysctl -w net.ipv4.conf.lab0.rp_filter=1 (and"},
+		{name: "off", all: "0\n", iface: "0\n", wantLevel: 0, wantFix: "sysctl -w net.ipv4.conf.lab0.rp_filter=1 (and"},
+		{name: "loose all overrides a strict interface", all: "2\n", iface: "1\n", wantLevel: 2, wantFix: "sysctl -w net.ipv4.conf.all.rp_filter=0 (and"},
+		{name: "both loose", all: "2\n", iface: "2\n", wantLevel: 2, wantFix: "sysctl -w net.ipv4.conf.lab0.rp_filter=1 net.ipv4.conf.all.rp_filter=0 (and"},
+		{name: "a VLAN's name has a dot", ifname: "eth1.100", all: "0\n", iface: "2\n", wantLevel: 2, wantFix: "sysctl -w net/ipv4/conf/eth1.100/rp_filter=1 (and"},
 		{name: "no such interface", all: "0\n", wantError: "lab0/rp_filter"},
+		{name: "no conf/all", iface: "1\n", wantError: "all/rp_filter"},
 		{name: "garbage", all: "0\n", iface: "strict\n", wantError: `lab0/rp_filter: strconv.Atoi: parsing "strict"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ifname := cmp.Or(tc.ifname, "lab0")
 			procSys := t.TempDir()
-			for name, content := range map[string]string{"all": tc.all, "lab0": tc.iface} {
+			for name, content := range map[string]string{"all": tc.all, ifname: tc.iface} {
 				if content == "" {
 					continue
 				}
@@ -45,18 +52,21 @@ func TestCheckReversePathFilter(t *testing.T) {
 				}
 			}
 			log, hook := test.NewNullLogger()
-			d := &daemon{cfg: config.Config{Interface: "lab0"}, log: log}
+			d := &daemon{cfg: config.Config{Interface: ifname}, log: log}
 			d.checkReversePathFilter(procSys)
 			entries := hook.AllEntries()
-			wantLevel := logrus.WarnLevel
+			logLevel := logrus.WarnLevel
 			if tc.wantFix == "" && tc.wantError == "" {
-				wantLevel = logrus.InfoLevel
+				logLevel = logrus.InfoLevel
 			}
-			if len(entries) != 1 || entries[0].Level != wantLevel {
-				t.Fatalf("logged %d entries, want one at %v", len(entries), wantLevel)
+			if len(entries) != 1 || entries[0].Level != logLevel {
+				t.Fatalf("logged %d entries, want one at %v", len(entries), logLevel)
 			}
 			e := entries[0]
-			if fix, _ := e.Data["fix"].(string); tc.wantFix != "" && !strings.HasPrefix(fix, tc.wantFix) {
+			if level, _ := e.Data["rp_filter"].(int); tc.wantError == "" && level != tc.wantLevel {
+				t.Errorf("rp_filter %d, want %d", level, tc.wantLevel)
+			}
+			if fix, _ := e.Data["fix"].(string); !strings.HasPrefix(fix, tc.wantFix) || (tc.wantFix == "") != (fix == "") {
 				t.Errorf("fix %q, want it to start %q", fix, tc.wantFix)
 			}
 			if err, _ := e.Data[logrus.ErrorKey].(error); tc.wantError != "" && (err == nil || !strings.Contains(err.Error(), tc.wantError)) {

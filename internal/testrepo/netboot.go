@@ -112,47 +112,52 @@ func addKernelModules(p *Package, k KernelFiles) {
 	p.Files[mod+"/modules.dep"] = dep
 }
 
-// curlPkg ships the host's curl with its shared library closure (as ldd resolves it) and the
-// dynamic loader, so the real curl runs inside the image: bootd-node needs --local-port, which
-// busybox wget lacks. Libraries go to /usr/lib/x86_64-linux-gnu, where the host's loader looks
-// without an ld.so.cache; the loader to /usr/lib64 (/lib64 in the ELF header). Without a host
-// curl the stand-in is the usual marker package.
+// curlPkg ships the host's curl (hostClosure), so the real curl runs inside the image:
+// bootd-node needs --local-port, which busybox wget lacks. Without a host curl the stand-in is
+// the usual marker package.
 func curlPkg() Package {
 	p := Package{Name: "curl", Version: "7.76.1", Release: "29.el9", Arch: "x86_64", Requires: []string{"filesystem"}}
 	bins, err := hostClosure("/usr/bin/curl", "/usr/bin")
 	if err != nil {
-		p.Files = map[string]string{"/usr/share/standin/curl": "curl (no host curl: " + err.Error() + ")\n"}
-		return p
+		return markerOnly(p, "no host curl: "+err.Error())
 	}
 	p.Binaries = bins
 	return p
 }
 
-// shadowUtilsPkg ships the host's useradd, groupadd, usermod and userdel with their libraries,
-// as curlPkg ships curl, and the host's login.defs: bootd-node makes the lab's users with them.
-// Without them the stand-in is the usual marker package.
+// shadowUtilsPkg ships the host's useradd, groupadd, usermod and userdel (hostClosure) and its
+// login.defs: bootd-node makes the lab's users with them. Without them the stand-in is the usual
+// marker package.
 func shadowUtilsPkg() Package {
 	p := Package{Name: "shadow-utils", Version: "4.9", Release: "12.el9", Arch: "x86_64", Requires: []string{"filesystem"}}
-	bins := map[string]string{}
 	defs, err := os.ReadFile("/etc/login.defs")
-	for _, tool := range []string{"useradd", "groupadd", "usermod", "userdel"} {
-		var b map[string]string
-		if err == nil {
-			b, err = hostClosure("/usr/sbin/"+tool, "/usr/sbin")
-		}
-		maps.Copy(bins, b)
-	}
 	if err != nil {
-		p.Files = map[string]string{"/usr/share/standin/shadow-utils": "shadow-utils (no host shadow tools: " + err.Error() + ")\n"}
-		return p
+		return markerOnly(p, "no host login.defs: "+err.Error())
 	}
-	p.Binaries = bins
+	all := map[string]string{}
+	for _, tool := range []string{"useradd", "groupadd", "usermod", "userdel"} {
+		bins, err := hostClosure("/usr/sbin/"+tool, "/usr/sbin")
+		if err != nil {
+			return markerOnly(p, "no host "+tool+": "+err.Error())
+		}
+		maps.Copy(all, bins)
+	}
+	p.Binaries = all
 	p.Files = map[string]string{"/etc/login.defs": string(defs)}
 	return p
 }
 
+// markerOnly is p with only a marker file saying why it lacks its real content.
+func markerOnly(p Package, why string) Package {
+	p.Files = map[string]string{"/usr/share/standin/" + p.Name: p.Name + " (" + why + ")\n"}
+	return p
+}
+
 // hostClosure maps image paths to host files for a dynamically linked program (put in binDir)
-// and its libraries.
+// with its shared library closure (as ldd resolves it) and the dynamic loader, so the host's
+// program runs inside the image. Libraries go to /usr/lib/x86_64-linux-gnu, where the host's
+// loader looks without an ld.so.cache; the loader to /usr/lib64 (/lib64 in the ELF header).
+// Programs that share libraries ship identical files, which rpm allows.
 func hostClosure(prog, binDir string) (map[string]string, error) {
 	if _, err := os.Stat(prog); err != nil {
 		return nil, err
@@ -190,6 +195,8 @@ const systemdScript = `#!/bin/sh
 # Stand-in systemd for netboot tests: runs the enabled oneshot units, reports, powers off.
 bb=/usr/bin/busybox
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin
+# The kernel's own console messages would cut into the report lines, which the tests read whole.
+$bb dmesg -n 1
 echo "NODEBOOT-INIT: stand-in systemd as PID $$"
 $bb grep -q ' /proc ' /proc/mounts 2>/dev/null || $bb mount -t proc proc /proc
 $bb grep -q ' /sys ' /proc/mounts || $bb mount -t sysfs sysfs /sys
@@ -247,8 +254,8 @@ fi
 $bb grep -v '^#' /etc/bootd/users 2>/dev/null | while IFS=: read -r name _; do
 	[ -n "$name" ] || continue
 	echo "NODEBOOT-USER: $($bb grep "^$name:" /etc/passwd) group $($bb grep "^$name:" /etc/group)" \
-		"subuid $($bb grep "^$name:" /etc/subuid) subgid $($bb grep "^$name:" /etc/subgid)" \
-		"keys $($bb cat /etc/ssh/authorized_keys.d/$name 2>/dev/null | $bb wc -l)"
+		"subuid $($bb grep "^$name:" /etc/subuid) subgid $($bb grep "^$name:" /etc/subgid)"
+	$bb sed "s/^/NODEBOOT-USER-KEY: $name /" "/etc/ssh/authorized_keys.d/$name" 2>/dev/null
 done
 sq=/run/initramfs/live/rootfs.squashfs
 size=$($bb stat -c %s "$sq" 2>/dev/null || echo 0)

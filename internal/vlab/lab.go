@@ -58,8 +58,8 @@ func New(ctx context.Context, name string, addr netip.Prefix) (*Lab, error) {
 		{"ip", "addr", "add", addr.String(), "dev", l.Bridge},
 		{"ip", "link", "set", l.Bridge, "up"},
 		// Strict reverse-path filtering on the lab side, as the README asks of an appliance: the
-		// boots are tested under it.
-		{"sh", "-c", "echo 1 > /proc/sys/net/ipv4/conf/" + l.Bridge + "/rp_filter"},
+		// boots are tested under it. conf/all comes from the host and the higher value counts.
+		{"sh", "-c", "echo 0 > /proc/sys/net/ipv4/conf/all/rp_filter && echo 1 > /proc/sys/net/ipv4/conf/" + l.Bridge + "/rp_filter"},
 	}
 	for _, s := range steps {
 		if err := l.run(ctx, s...); err != nil {
