@@ -715,9 +715,9 @@ func dropIns(t *testing.T, root string, p *spec.Plan) []string {
 
 // bootd-node overlay unpacks the node's files over / (tar never writes /etc/fstab: a compute's
 // block comes as /etc/bootd/fstab). It puts the block after the node's own lines: a disk install
-// keeps its /, /boot and swap (also when the last line lacks its newline, or an older bootd's
-// unmarked copy sits among them), a block from an earlier boot is replaced, and systemd is told
-// to read the file again and mount what is new (it made its mount units before the overlay came).
+// keeps its /, /boot and swap (also when the last line lacks its newline), a block from an
+// earlier boot is replaced, and systemd is told to read the file again and mount what is new (it
+// made its mount units before the overlay came); an unchanged file is left alone, systemd too.
 // A node whose overlay has no block (the master) keeps its fstab as it is, and so does one whose
 // unpack fails.
 func TestBootdNodeOverlay(t *testing.T) {
@@ -725,8 +725,6 @@ func TestBootdNodeOverlay(t *testing.T) {
 		own    = "UUID=1234 / xfs defaults 0 0\nUUID=5678 /boot xfs defaults 0 0\n"
 		block  = "# bootd: begin. The master's shares\nmaster:/home /home nfs defaults,_netdev 0 0\n# bootd: end\n"
 		old    = "# bootd: begin. The master's shares\nold-master:/home /home nfs defaults 0 0\n# bootd: end\n"
-		legacy = "# bootd: the root file system is the image's squashfs under a tmpfs overlay,\n# mounted by the initramfs; only the master's shares are listed here.\n" +
-			"master:/home          /home          nfs  defaults,_netdev  0 0\nmaster:/opt/software  /opt/software  nfs  defaults,_netdev  0 0\n"
 		reload = "daemon-reload\n--no-block start remote-fs.target\n"
 	)
 	withBlock := []httpd.OverlayFile{{Path: "/etc/bootd/fstab", Mode: 0o644, Data: []byte(block)}}
@@ -743,10 +741,9 @@ func TestBootdNodeOverlay(t *testing.T) {
 		{"disk install, first boot", own, withBlock, true, own + block, reload, false},
 		{"disk install, later boot", own + old, withBlock, true, own + block, reload, false},
 		{"last line without its newline", strings.TrimSuffix(own, "\n"), withBlock, true, own + block, reload, false},
-		{"an older bootd's unmarked copy", legacy + own, withBlock, true, own + block, reload, false},
+		{"disk install, block unchanged", own + block, withBlock, true, own + block, "", false},
 		{"the master: no block in its overlay", own, nil, true, own, "", false},
 		{"the master, a compute before: its old block goes", own + old, nil, true, own, reload, false},
-		{"the master, a compute of an older bootd before", legacy + own, nil, true, own, reload, false},
 		{"not under systemd", "", withBlock, false, block, "", false},
 		{"the unpack fails", own, append(slices.Clone(withBlock), httpd.OverlayFile{Path: "/etc/hostname/x", Mode: 0o644, Data: []byte("a file under a file")}), true, own, "", true},
 	} {
@@ -891,10 +888,10 @@ func TestBootdNodeAccounts(t *testing.T) {
 		for _, boot := range boots {
 			t.Run(shell+": "+boot.name, func(t *testing.T) {
 				bootWithUsers(t, root, shell, boot.users, boot.keys, boot.wantWarnings)
-				if got := linesFrom(readChroot(t, root, "etc/passwd"), 2, 1000); got != boot.wantAccounts {
+				if got := accountLines(readChroot(t, root, "etc/passwd")); got != boot.wantAccounts {
 					t.Errorf("/etc/passwd's users:\n%s\nwant:\n%s", got, boot.wantAccounts)
 				}
-				if got := linesFrom(readChroot(t, root, "etc/group"), 2, 1000); got != boot.wantGroups {
+				if got := accountLines(readChroot(t, root, "etc/group")); got != boot.wantGroups {
 					t.Errorf("/etc/group's groups:\n%s\nwant:\n%s", got, boot.wantGroups)
 				}
 				if got := readChroot(t, root, "var/lib/bootd-node/users"); got != boot.wantMade {
@@ -946,7 +943,8 @@ func bootWithUsers(t *testing.T, root, shell, users, keys string, wantWarnings [
 	serveOverlay(t, root,
 		httpd.OverlayFile{Path: "/etc/bootd/users", Mode: 0o644, Data: []byte(users)},
 		httpd.OverlayFile{Path: "/etc/bootd/authorized_keys", Mode: 0o644, Data: []byte(keys)})
-	out, err := run(t, root, nil, shell, "/usr/libexec/bootd-node", "overlay")
+	// Under a umask that would leave the files it makes unreadable to users, unless it sets modes.
+	out, err := run(t, root, nil, shell, "-c", "umask 077 && exec "+shell+" /usr/libexec/bootd-node overlay")
 	if err != nil {
 		t.Fatalf("bootd-node overlay: %v\n%s", err, out)
 	}
@@ -969,11 +967,12 @@ func bootWithUsers(t *testing.T, root, shell, users, keys string, wantWarnings [
 // lines in the files neither stop it nor count. Boots one after another on one root.
 func TestBootdNodeSubIDs(t *testing.T) {
 	boots := []struct {
-		name, users   string
-		write, remove map[string]string // files of the chroot replaced or removed before the boot
-		wantSubUIDs   string            // /etc/subuid, lines sorted
-		wantSubGIDs   string            // /etc/subgid, lines sorted
-		wantWarnings  []string
+		name, users  string
+		write        map[string]string // files of the chroot replaced before the boot
+		remove       []string          // files of the chroot removed before the boot
+		wantSubUIDs  string            // /etc/subuid, lines sorted
+		wantSubGIDs  string            // /etc/subgid, lines sorted
+		wantWarnings []string
 	}{
 		{
 			// alice's ranges replace the ones useradd gave her: xia's ends just below them. bob's
@@ -1008,7 +1007,7 @@ func TestBootdNodeSubIDs(t *testing.T) {
 		{
 			name:        "fourth boot: no /etc/subgid",
 			users:       "alice:2001::/bin/bash\n",
-			remove:      map[string]string{"etc/subgid": ""},
+			remove:      []string{"etc/subgid"},
 			wantSubUIDs: "alice:131137536:65536\n",
 			wantSubGIDs: "alice:131137536:65536\n",
 		},
@@ -1029,7 +1028,7 @@ func TestBootdNodeSubIDs(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for name := range boot.remove {
+				for _, name := range boot.remove {
 					if err := os.Remove(filepath.Join(root, name)); err != nil {
 						t.Fatal(err)
 					}
@@ -1055,12 +1054,13 @@ func sortedLines(file string) string {
 	return strings.Join(lines, "")
 }
 
-// linesFrom keeps the lines of a passwd or group file whose field (0-based) is at least min.
-func linesFrom(file string, field, min int) string {
+// accountLines keeps the lines of a passwd or group file with an id (its third field) from 1000
+// to 59999: the lab's users and groups, not root's or the system's.
+func accountLines(file string) string {
 	var out strings.Builder
 	for _, line := range strings.SplitAfter(file, "\n") {
-		if f := strings.Split(line, ":"); len(f) > field {
-			if id, err := strconv.Atoi(f[field]); err == nil && id >= min && id < 60000 {
+		if f := strings.Split(line, ":"); len(f) > 2 {
+			if id, err := strconv.Atoi(f[2]); err == nil && id >= 1000 && id < 60000 {
 				out.WriteString(line)
 			}
 		}

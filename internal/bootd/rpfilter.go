@@ -14,8 +14,8 @@ import (
 // source leaves by the interface it came in on (Documentation/networking/ip-sysctl.rst).
 const rpFilterStrict = 1
 
-// reversePathFilter reads the reverse-path filtering the kernel applies on ifname, under procSys
-// (/proc/sys): the higher of conf/all and conf/IFNAME. 0 is off, 1 strict, 2 loose.
+// reversePathFilter reads conf/all's and conf/IFNAME's rp_filter under procSys (/proc/sys): 0 is
+// off, 1 strict, 2 loose, and the kernel applies the higher of the two on ifname.
 func reversePathFilter(procSys, ifname string) (all, iface int, err error) {
 	read := func(name string) (int, error) {
 		path := filepath.Join(procSys, "net/ipv4/conf", name, "rp_filter")
