@@ -159,11 +159,6 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 		}
 		return m
 	}
-	// waitLine waits for a whole NODEBOOT line: the console is read while the node writes it.
-	waitLine := func(re string) []string {
-		t.Helper()
-		return wait(re + `[^\r\n]*\r?\n`)
-	}
 	wait(`waiting to be named`)
 	if err := nb.b.WaitWaiting(bootCtx, spec.MAC.String()); err != nil {
 		t.Fatal(err)
@@ -175,46 +170,46 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 	cidr := pc.addr + "/24"
 
 	// The initramfs: network from ip=/BOOTIF=, the squashfs fetched and checked, the live root.
-	net := waitLine(`NODEBOOT-NET: (\S+) (\S+) host (\S+)`)
+	net := wait(`NODEBOOT-NET: (\S+) (\S+) host (\S+)`)
 	if net[2] != cidr || net[3] != pc.name {
 		t.Errorf("initramfs network %q, want %s host %s", net[0], cidr, pc.name)
 	}
-	fetched := waitLine(`NODEBOOT-ROOT: fetched (\d+) bytes sha256 ok \(([0-9a-f]{64})\)`)
+	fetched := wait(`NODEBOOT-ROOT: fetched (\d+) bytes sha256 ok \(([0-9a-f]{64})\)`)
 	if fetched[1] != strconv.FormatInt(nb.rootfs.Size, 10) || fetched[2] != nb.rootfs.SHA256 {
 		t.Errorf("node fetched %s bytes with sha256 %s; the manifest says %d, %s", fetched[1], fetched[2], nb.rootfs.Size, nb.rootfs.SHA256)
 	}
-	mem := waitLine(`NODEBOOT-MEM: MemAvailable before fetch (\d+) kB, after (\d+) kB; Shmem before (\d+) kB, after (\d+) kB`)
-	waitLine(`NODEBOOT-ROOT-MOUNTED: squashfs on /dev/loop\d+ read-only, overlayfs upper on tmpfs`)
-	waitLine(`NODEBOOT-SWITCH-ROOT`)
+	mem := wait(`NODEBOOT-MEM: MemAvailable before fetch (\d+) kB, after (\d+) kB; Shmem before (\d+) kB, after (\d+) kB`)
+	wait(`NODEBOOT-ROOT-MOUNTED: squashfs on /dev/loop\d+ read-only, overlayfs upper on tmpfs`)
+	wait(`NODEBOOT-SWITCH-ROOT`)
 
 	// The image's systemd: the overlay, then the report units, then what they achieved.
-	waitLine(`NODEBOOT-INIT: stand-in systemd as PID 1\b`)
-	waitLine(`NODEBOOT-EXEC: bootd-overlay.service: /usr/libexec/bootd-node overlay: (ok|failed.*)`)
-	waitLine(`NODEBOOT-UNIT: bootd-overlay.service ok`)
-	waitLine(`NODEBOOT-EXEC: bootd-report.service: /usr/libexec/bootd-node hello: ok`)
+	wait(`NODEBOOT-INIT: stand-in systemd as PID 1\b`)
+	wait(`NODEBOOT-EXEC: bootd-overlay.service: /usr/libexec/bootd-node overlay: (ok|failed.*)`)
+	wait(`NODEBOOT-UNIT: bootd-overlay.service ok`)
+	wait(`NODEBOOT-EXEC: bootd-report.service: /usr/libexec/bootd-node hello: ok`)
 	helloAt := time.Since(vm.Started)
-	waitLine(`NODEBOOT-EXEC: bootd-report.service: /usr/libexec/bootd-node report: ok`)
-	waitLine(`NODEBOOT-UNIT: bootd-report.service ok`)
-	if host := waitLine(`NODEBOOT-HOSTNAME: (\S+) \(/etc/hostname: (\S*)\)`); host[1] != pc.name || host[2] != pc.name {
+	wait(`NODEBOOT-EXEC: bootd-report.service: /usr/libexec/bootd-node report: ok`)
+	wait(`NODEBOOT-UNIT: bootd-report.service ok`)
+	if host := wait(`NODEBOOT-HOSTNAME: (\S+) \(/etc/hostname: (\S*)\)`); host[1] != pc.name || host[2] != pc.name {
 		t.Errorf("hostname %q, want %s from the overlay's /etc/hostname", host[0], pc.name)
 	}
-	if ip := waitLine(`NODEBOOT-IP: (\S*) (\S*)`); ip[2] != cidr {
+	if ip := wait(`NODEBOOT-IP: (\S*) (\S*)`); ip[2] != cidr {
 		t.Errorf("boot NIC %q, want %s", ip[0], cidr)
 	}
-	if key := waitLine(`NODEBOOT-MUNGE-KEY: (.*)`); strings.TrimSpace(key[1]) != "mode 400 owner 900:900" {
+	if key := wait(`NODEBOOT-MUNGE-KEY: (.*)`); strings.TrimSpace(key[1]) != "mode 400 owner 900:900" {
 		t.Errorf("munge key %q, want mode 400 owner 900:900 (the munge layer's fixed ids)", key[1])
 	}
-	if hk := waitLine(`NODEBOOT-SSH-HOST-KEY: (\S+)`); hk[1] != "present" {
+	if hk := wait(`NODEBOOT-SSH-HOST-KEY: (\S+)`); hk[1] != "present" {
 		t.Errorf("SSH host key %s, want present", hk[1])
 	}
-	if user := waitLine(`NODEBOOT-USER: .*`); strings.TrimSpace(user[0]) != nodeBootUser {
+	if user := wait(`NODEBOOT-USER: .*`); strings.TrimSpace(user[0]) != nodeBootUser {
 		t.Errorf("the lab's user on the node:\n%s\nwant:\n%s", user[0], nodeBootUser)
 	}
-	if key := waitLine(`NODEBOOT-USER-KEY: alice (.*)`); strings.TrimSpace(key[1]) != nodeBootUserKey {
+	if key := wait(`NODEBOOT-USER-KEY: alice (.*)`); strings.TrimSpace(key[1]) != nodeBootUserKey {
 		t.Errorf("alice's key on the node: %q, want %q", key[1], nodeBootUserKey)
 	}
-	ram := waitLine(`NODEBOOT-ROOTFS-RAM: squashfs (\d+) bytes in tmpfs /run, overlay upper (\d+) kB, MemTotal (\d+) kB, MemAvailable (\d+) kB`)
-	waitLine(`NODEBOOT-DONE`)
+	ram := wait(`NODEBOOT-ROOTFS-RAM: squashfs (\d+) bytes in tmpfs /run, overlay upper (\d+) kB, MemTotal (\d+) kB, MemAvailable (\d+) kB`)
+	wait(`NODEBOOT-DONE`)
 	if said := regexp.MustCompile(`bootd-node accounts: .*`).FindAllString(vm.Console(), -1); len(said) > 0 {
 		t.Errorf("bootd-node warned about the lab's users: %q", said)
 	}

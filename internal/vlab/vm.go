@@ -153,15 +153,20 @@ func (vm *VM) Console() string {
 	return string(b)
 }
 
-// WaitConsole polls the console until re matches and returns the submatches.
-// It fails when ctx ends or QEMU exits without a match; the error carries
+// WaitConsole polls the console until re matches whole lines and returns the submatches: a line
+// the VM is still writing is not read until its newline (or QEMU's exit), so `(.*)` never
+// captures half of one. It fails when ctx ends or QEMU exits without a match; the error carries
 // the console's last lines.
 func (vm *VM) WaitConsole(ctx context.Context, re *regexp.Regexp) ([]string, error) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
 		exited := vm.proc.Exited() // before reading: no output is lost after exit
-		if m := re.FindStringSubmatch(vm.Console()); m != nil {
+		console := vm.Console()
+		if !exited {
+			console = console[:strings.LastIndexByte(console, '\n')+1]
+		}
+		if m := re.FindStringSubmatch(console); m != nil {
 			return m, nil
 		}
 		if exited {
