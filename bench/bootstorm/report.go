@@ -262,7 +262,6 @@ type verdict struct {
 	ratio           float64   // the median of the pairs' ratios (peak rows: of the largest storms)
 	ratios          []float64 // the pairs' ratios that have a figure on both sides (peak rows: none)
 	dropped         int       // comparisons without one: a side measured nothing (its machines failed)
-	hasRatio        bool      // ratio is one: some comparison had a figure on both sides
 	met             bool      // the target is met (no target: true)
 }
 
@@ -278,7 +277,6 @@ func judge(r row, bootd, baseline []figures) verdict {
 	if r.peak {
 		v.bootd, v.baseline = slices.Max(vb), slices.Max(vl)
 		v.ratio, v.dropped = ratioOf(v.bootd, v.baseline)
-		v.hasRatio = v.dropped == 0
 	} else {
 		for i := range vb {
 			if rt, none := ratioOf(vb[i], vl[i]); none == 0 {
@@ -288,11 +286,14 @@ func judge(r row, bootd, baseline []figures) verdict {
 			}
 		}
 		v.bootd, v.baseline, v.ratio = median(measured(vb)), median(measured(vl)), median(v.ratios)
-		v.hasRatio = len(v.ratios) > 0
 	}
 	v.met = r.met == nil || r.met(v)
 	return v
 }
+
+// hasRatio says whether some comparison had a figure on both sides: a ratio is one of measured
+// figures, so it is above 0, and 0 stands for none.
+func (v verdict) hasRatio() bool { return v.ratio > 0 }
 
 // ratioOf is a / b, or none = 1 when either side measured nothing.
 func ratioOf(a, b float64) (ratio float64, none int) {
@@ -417,7 +418,7 @@ func figureCell(r row, x float64) string {
 
 // ratioCell is a row's ratio, "—" when there is none.
 func ratioCell(v verdict) string {
-	if !v.hasRatio {
+	if !v.hasRatio() {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f", v.ratio)
@@ -447,7 +448,7 @@ func missed(r row, v verdict, pairCount int) string {
 	switch {
 	case r.peak:
 		s = "bootd " + r.show(v.bootd) + " at its largest"
-	case !v.hasRatio:
+	case !v.hasRatio():
 		return fmt.Sprintf("no ratio: a side measured nothing in every pair (%s)", pairsOf(pairCount))
 	case pairCount > 1:
 		s = fmt.Sprintf("ratio %.2f (median of %s, %s)", v.ratio, pairsOf(len(v.ratios)), spread(v))

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/inventory"
@@ -47,8 +46,8 @@ func c1HostKey(t *testing.T, d *daemon, mac string) string {
 }
 
 // replaceDuringIdentify makes the next request's identify, at its last step (A accepted as c1),
-// set off `assign c1 --mac B --replace`, and fails the test if that goes through before the
-// request is done with A. The returned function waits for the replace.
+// check that the request holds the identity lock (so an assign waits for it to be done with A),
+// then set off `assign c1 --mac B --replace`. The returned function waits for the replace.
 func replaceDuringIdentify(t *testing.T, d *daemon) (waitReplaced func()) {
 	t.Helper()
 	if _, _, err := d.inv.See(machineB, inventory.Facts{}); err != nil {
@@ -56,16 +55,14 @@ func replaceDuringIdentify(t *testing.T, d *daemon) (waitReplaced func()) {
 	}
 	replaced := make(chan error, 1)
 	d.neighbourMAC = func(netip.Addr) (string, error) {
+		if d.identity.TryLock() {
+			d.identity.Unlock()
+			t.Error("identify runs without the identity lock: an assign could move c1 while the request acts on A")
+		}
 		go func() {
 			_, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c1", MAC: machineB, Replace: true})
 			replaced <- err
 		}()
-		select {
-		case err := <-replaced:
-			t.Error("the replace went through while a request that identified the old machine was in flight")
-			replaced <- err // for waitReplaced
-		case <-time.After(200 * time.Millisecond):
-		}
 		return machineA, nil
 	}
 	return func() {
@@ -127,8 +124,9 @@ func TestReplaceWaitsForHardwareReportInFlight(t *testing.T) {
 	}
 }
 
-// bootd stops after an unassign (or a replace) reached the inventory and before the host keys
-// were forgotten: the next machine named c1 still gets fresh keys, and the old ones are revoked.
+// bootd stops after an unassign reached the inventory and before the host keys were forgotten,
+// or after a replace and before any render revoked the old machine's keys: at the next start
+// (secrets.Prune) the old keys are revoked, and the next machine named c1 gets fresh ones.
 func TestForgetLostInACrash(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -175,53 +173,37 @@ func TestForgetLostInACrash(t *testing.T) {
 }
 
 // Every node's known_hosts refuses the keys a name's earlier machine held, from the first render
-// after the name moved: also when the move's Forget was lost and that render is what revokes them.
+// after `assign --replace` moved the name (that render revokes them).
 func TestOverlayCarriesRevokedKeys(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		replace func(d *daemon) error
-	}{
-		{"assign --replace", func(d *daemon) error { return assignC1(t, d, machineB, true) }},
-		{"its Forget lost", func(d *daemon) error {
-			if _, _, err := d.inv.See(machineB, inventory.Facts{}); err != nil {
-				return err
-			}
-			_, err := d.inv.Assign(inventory.AssignRequest{Name: "c1", Role: "compute", Address: netip.MustParseAddr("10.80.0.101"), MAC: machineB, Replace: true})
-			return err
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := testDaemon(t)
-			if err := assignC1(t, d, machineA, false); err != nil {
-				t.Fatal(err)
-			}
-			keyA := c1HostKey(t, d, machineA)
-			if err := tc.replace(d); err != nil {
-				t.Fatal(err)
-			}
-			files, err := d.renderer().Render(mustSnapshot(d), "c1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			revoked, err := d.secrets.RevokedHostKeys()
-			if err != nil || len(revoked) != len(secrets.HostKeyTypes) {
-				t.Fatalf("revoked %q (%v), want A's %d keys", revoked, err, len(secrets.HostKeyTypes))
-			}
-			for _, f := range files {
-				switch f.Path {
-				case "/etc/ssh/ssh_known_hosts":
-					for _, r := range revoked {
-						if want := "@revoked * " + r; !containsLine(string(f.Data), want) {
-							t.Errorf("known_hosts lacks %q:\n%s", want, f.Data)
-						}
-					}
-				case "/etc/ssh/ssh_host_ed25519_key":
-					if string(f.Data) == keyA {
-						t.Error("B's files hold A's host key")
-					}
+	d := testDaemon(t)
+	if err := assignC1(t, d, machineA, false); err != nil {
+		t.Fatal(err)
+	}
+	keyA := c1HostKey(t, d, machineA)
+	if err := assignC1(t, d, machineB, true); err != nil {
+		t.Fatal(err)
+	}
+	files, err := d.renderer().Render(mustSnapshot(d), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, err := d.secrets.RevokedHostKeys()
+	if err != nil || len(revoked) != len(secrets.HostKeyTypes) {
+		t.Fatalf("revoked %q (%v), want A's %d keys", revoked, err, len(secrets.HostKeyTypes))
+	}
+	for _, f := range files {
+		switch f.Path {
+		case "/etc/ssh/ssh_known_hosts":
+			for _, r := range revoked {
+				if want := "@revoked * " + r; !containsLine(string(f.Data), want) {
+					t.Errorf("known_hosts lacks %q:\n%s", want, f.Data)
 				}
 			}
-		})
+		case "/etc/ssh/ssh_host_ed25519_key":
+			if string(f.Data) == keyA {
+				t.Error("B's files hold A's host key")
+			}
+		}
 	}
 }
 
