@@ -33,20 +33,11 @@ func chroot(t *testing.T, files map[string]string) string {
 		t.Fatal("these tests chroot: run them as root, as CI does")
 	}
 	root := t.TempDir()
-	write := func(path, content string, mode os.FileMode) {
-		p := filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
 		t.Fatalf("busybox-static: %v", err)
 	}
-	write("bin/busybox", string(bb), 0o755)
+	putFile(t, root, "bin/busybox", bb, 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
 		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync", "cp", "ls", "stat"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
@@ -54,7 +45,7 @@ func chroot(t *testing.T, files map[string]string) string {
 		}
 	}
 	for p, c := range files {
-		write(p, c, 0o755)
+		putFile(t, root, p, []byte(c), 0o755)
 	}
 	return root
 }
@@ -643,74 +634,52 @@ func unitRoot(t *testing.T, role string) (string, []string) {
 	if out, err := exec.Command("cp", "-r", "/usr/lib/systemd", filepath.Join(root, "usr/lib/")).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	var units []string
+	// A drop-in for a packaged unit (/etc/systemd/system/U.d/*.conf) comes with a stand-in for U,
+	// which the image's package would install.
+	const standIn = "/usr/libexec/stand-in"
+	putFile(t, root, standIn, []byte("#!/bin/sh\n"), 0o755)
+	units := map[string]bool{}
 	for _, l := range p.Layers {
 		for _, f := range l.Files {
-			unit := strings.HasPrefix(f.Path, "/usr/lib/systemd/system/")
-			if (!unit && !strings.HasPrefix(f.Path, "/usr/libexec/")) || f.SourcePath == "" {
+			if f.SourcePath == "" {
 				continue
 			}
 			b, err := os.ReadFile(f.SourcePath)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dst := filepath.Join(root, f.Path)
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			mode := os.FileMode(0o755)
-			if unit {
-				mode = 0o644
-			}
-			if err := os.WriteFile(dst, b, mode); err != nil {
-				t.Fatal(err)
-			}
-			if unit {
-				units = append(units, filepath.Base(f.Path))
+			dropInFor, inEtc := strings.CutPrefix(filepath.Dir(f.Path), "/etc/systemd/system/")
+			switch {
+			case strings.HasPrefix(f.Path, "/usr/lib/systemd/system/"):
+				putFile(t, root, f.Path, b, 0o644)
+				units[filepath.Base(f.Path)] = true
+			case strings.HasPrefix(f.Path, "/usr/libexec/"):
+				putFile(t, root, f.Path, b, 0o755)
+			case inEtc && strings.HasSuffix(dropInFor, ".d"):
+				unit := strings.TrimSuffix(dropInFor, ".d")
+				putFile(t, root, f.Path, b, 0o644)
+				putFile(t, root, "/usr/lib/systemd/system/"+unit,
+					[]byte("[Unit]\nDescription=stand-in for "+unit+"\n[Service]\nExecStart="+standIn+"\n"), 0o644)
+				units[unit] = true
 			}
 		}
 	}
 	if len(units) == 0 {
 		t.Fatalf("the %s image installs no units", role)
 	}
-	return root, append(units, dropIns(t, root, p)...)
+	return root, slices.Sorted(maps.Keys(units))
 }
 
-// dropIns copies the role's drop-ins for packaged units (/etc/systemd/system/U.d/*.conf) into
-// root, with a stand-in for each unit U its package would install, and returns those units.
-func dropIns(t *testing.T, root string, p *spec.Plan) []string {
+// putFile writes data to path under root, making its directories.
+func putFile(t *testing.T, root, path string, data []byte, mode os.FileMode) {
 	t.Helper()
-	const standIn = "/usr/libexec/stand-in"
-	if err := os.WriteFile(filepath.Join(root, standIn), []byte("#!/bin/sh\n"), 0o755); err != nil {
+	dst := filepath.Join(root, path)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var units []string
-	for _, l := range p.Layers {
-		for _, f := range l.Files {
-			unit, ok := strings.CutPrefix(filepath.Dir(f.Path), "/etc/systemd/system/")
-			if !ok || !strings.HasSuffix(unit, ".d") || f.SourcePath == "" {
-				continue
-			}
-			unit = strings.TrimSuffix(unit, ".d")
-			b, err := os.ReadFile(f.SourcePath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for path, data := range map[string][]byte{
-				f.Path:                            b,
-				"/usr/lib/systemd/system/" + unit: []byte("[Unit]\nDescription=stand-in for " + unit + "\n[Service]\nExecStart=" + standIn + "\n"),
-			} {
-				if err := os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(root, path), data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			units = append(units, unit)
-		}
+	if err := os.WriteFile(dst, data, mode); err != nil {
+		t.Fatal(err)
 	}
-	return units
 }
 
 // bootd-node overlay unpacks the node's files over / (tar never writes /etc/fstab: a compute's
@@ -1024,9 +993,7 @@ func TestBootdNodeSubIDs(t *testing.T) {
 		for _, boot := range boots {
 			t.Run(shell+": "+boot.name, func(t *testing.T) {
 				for name, content := range boot.write {
-					if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
-						t.Fatal(err)
-					}
+					putFile(t, root, name, []byte(content), 0o644)
 				}
 				for _, name := range boot.remove {
 					if err := os.Remove(filepath.Join(root, name)); err != nil {
@@ -1079,12 +1046,7 @@ func TestBootdNodeHomes(t *testing.T) {
 		"etc/skel/.bashrc":         "# skel\n",
 		"home/bob/notes":           "bob's own\n",
 	} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		putFile(t, root, name, []byte(content), 0o644)
 	}
 	out, err := storage(t, root)
 	if err != nil || !strings.Contains(out, "made alice's home, /home/alice") || strings.Contains(out, "bob's home") ||
