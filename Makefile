@@ -12,7 +12,7 @@ help:
 	@echo "make demo    set up this Debian machine and watch PCs netboot through bootd in a virtual lab (root)"
 	@echo "make check   everything CI runs: lint, unit tests, short fuzzing, QEMU end-to-end suite (root)"
 	@echo "make build   build bin/bootd and bin/imgbuild"
-	@echo "make bench   boot storm, image builds and squashfs packing, each against a baseline in the same run (root)"
+	@echo "make bench   boot storm, image builds, squashfs packing and overlay rendering, each against a baseline in the same run (root)"
 	@echo "make test    unit and loopback tests (fast)"
 	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 11 min)"
 	@echo "make fuzz    run each fuzz target for its execution budget, about 10 s each (FUZZTIME=60s overrides)"
@@ -59,6 +59,7 @@ check: deps lint test fuzz e2e
 
 bench: deps build
 	$(GO) test -run '^$$' -bench PackVsMksquashfs -benchtime 1x ./internal/pack
+	$(GO) test -run '^$$' -bench Render -benchtime 50x ./internal/bootd
 	$(GO) run ./bench/imgbuild --out $(BIN)/imgbuild-bench.md
 	$(GO) run ./bench/bootstorm --bootd $(BIN)/bootd --out $(BIN)/bootstorm.md
 

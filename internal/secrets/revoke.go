@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -29,9 +30,21 @@ func (s *Store) RevokedHostKeys() ([]string, error) {
 	return lines, err
 }
 
-// revokedLines are the revoked list's lines. Callers hold s.mu.
+// revokedLines are the revoked list's lines, a copy the caller may change. Callers hold s.mu.
 func (s *Store) revokedLines() ([]string, error) {
-	b, err := readSecret(filepath.Join(s.dir, revokedFile))
+	if !s.revokedRead {
+		lines, err := readLines(filepath.Join(s.dir, revokedFile))
+		if err != nil {
+			return nil, err
+		}
+		s.revoked, s.revokedRead = lines, true
+	}
+	return slices.Clone(s.revoked), nil
+}
+
+// readLines are the lines of a secret file that are not blank, none when there is no file.
+func readLines(path string) ([]string, error) {
+	b, err := readSecret(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -77,7 +90,11 @@ func (s *Store) revoke(dir, node string) error {
 	if !added {
 		return nil
 	}
-	return writeAtomic(filepath.Join(s.dir, revokedFile), []byte(strings.Join(lines, "\n")+"\n"))
+	if err := writeAtomic(filepath.Join(s.dir, revokedFile), []byte(strings.Join(lines, "\n")+"\n")); err != nil {
+		return err
+	}
+	s.revoked = lines
+	return nil
 }
 
 // keyOnly is a public key line's type and base64, without its comment.

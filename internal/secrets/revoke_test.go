@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,7 @@ func hostKeys(t *testing.T, s *Store, node, holder string) HostKeys {
 
 // Keys follow the machine that holds the name: another holder gets fresh keys and the old ones
 // are revoked; an empty holder (a name no machine holds yet) is taken over without revoking.
+// The same store answers from memory, a restarted one from the files: both alike.
 func TestHostKeysFollowTheirHolder(t *testing.T) {
 	needKeygen(t)
 	for _, tc := range []struct {
@@ -55,31 +57,45 @@ func TestHostKeysFollowTheirHolder(t *testing.T) {
 		{"another holder", holderA, holderB, true},
 		{"no holder yet, then one", "", holderA, false},
 		{"a holder, then a render that names none", holderA, "", false},
+		{"no holder, twice", "", "", false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			state := t.TempDir()
-			s := open(t, state)
-			first := hostKeys(t, s, "c1", tc.first)
-			then := hostKeys(t, open(t, state), "c1", tc.then)
-			if changed := then[0].Private != first[0].Private; changed != tc.fresh {
-				t.Fatalf("keys changed: %v, want %v", changed, tc.fresh)
+		for _, restart := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, restart %v", tc.name, restart), func(t *testing.T) {
+				holderChange(t, tc.first, tc.then, tc.fresh, restart)
+			})
+		}
+	}
+}
+
+// holderChange asks for c1's keys as first, then (after a restart) as then: fresh says whether
+// then must get other keys, and first's be revoked.
+func holderChange(t *testing.T, first, then string, fresh, restart bool) {
+	state := t.TempDir()
+	s := open(t, state)
+	had := hostKeys(t, s, "c1", first)
+	if restart {
+		s = open(t, state)
+	}
+	now := hostKeys(t, s, "c1", then)
+	if changed := now[0].Private != had[0].Private; changed != fresh {
+		t.Fatalf("keys changed: %v, want %v", changed, fresh)
+	}
+	for _, r := range []*Store{s, open(t, state)} {
+		revoked := revokedKeys(t, r)
+		if !fresh {
+			if len(revoked) != 0 {
+				t.Errorf("revoked %v, want none", revoked)
 			}
-			revoked := revokedKeys(t, s)
-			if !tc.fresh {
-				if len(revoked) != 0 {
-					t.Errorf("revoked %v, want none", revoked)
-				}
-				return
+			continue
+		}
+		if !slices.Equal(revoked, publicKeys(had)) {
+			t.Errorf("revoked %v, want the first holder's %v", revoked, publicKeys(had))
+		}
+		for _, k := range publicKeys(now) {
+			if slices.Contains(revoked, k) {
+				t.Errorf("the new holder's key %s is revoked", k)
 			}
-			if !slices.Equal(revoked, publicKeys(first)) {
-				t.Errorf("revoked %v, want the first holder's %v", revoked, publicKeys(first))
-			}
-			for _, k := range publicKeys(then) {
-				if slices.Contains(revoked, k) {
-					t.Errorf("the new holder's key %s is revoked", k)
-				}
-			}
-		})
+		}
 	}
 }
 
