@@ -1106,3 +1106,67 @@ func TestSSHDUsersDropIn(t *testing.T) {
 		t.Errorf("sshd -T has no %q:\n%s", want, out)
 	}
 }
+
+// TestSubIDsMapAUserNamespace: the ranges bootd-node gives a lab user are ones shadow's setuid
+// newuidmap and newgidmap accept for them, as apptainer build --fakeroot needs. As alice, with
+// the files bootd-node made as /etc (an overlay in a private mount namespace), util-linux's
+// unshare --map-auto reads her ranges and has newuidmap and newgidmap map root to her and 65535
+// ids from her range; a file chowned to 1000:1000 inside belongs to her range's 1000th outside.
+func TestSubIDsMapAUserNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root for a mount namespace and setpriv: run as root, as CI does")
+	}
+	for _, tool := range []string{"newuidmap", "newgidmap", "unshare", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not installed (Debian: uidmap, util-linux; scripts/setup-debian.sh installs them)", tool)
+		}
+	}
+	root := accountsRoot(t, map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/bash\n", "etc/group": "root:x:0:\n",
+		"etc/shadow": "root:*:19000:0:99999:7:::\n", "etc/gshadow": "root:*::\n",
+	})
+	bootWithUsers(t, root, "/bin/sh", "alice:2001::/bin/bash\n", "", nil)
+	dir := t.TempDir()
+	for _, f := range []string{"passwd", "group", "subuid", "subgid"} {
+		putFile(t, filepath.Join(dir, "upper"), f, []byte(readChroot(t, root, "etc/"+f)), 0o644)
+	}
+	share := filepath.Join(dir, "share")
+	for _, d := range []string{filepath.Join(dir, "work"), share} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// alice must reach share: t.TempDir makes its directories 0700.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(share, 2001, 2001); err != nil {
+		t.Fatal(err)
+	}
+	script := `set -e
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc
+exec setpriv --reuid=2001 --regid=2001 --clear-groups unshare --map-auto --map-root-user \
+	sh -c 'cat /proc/self/uid_map /proc/self/gid_map && touch "$1/f" && chown 1000:1000 "$1/f"' sh "$1/share"`
+	out, err := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var maps []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		maps = append(maps, strings.Join(strings.Fields(l), " "))
+	}
+	// uid_map, then gid_map: inside, outside, count.
+	if want := []string{"0 2001 1", "1 131137536 65535", "0 2001 1", "1 131137536 65535"}; !slices.Equal(maps, want) {
+		t.Errorf("maps %q, want %q", maps, want)
+	}
+	fi, err := os.Stat(filepath.Join(share, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const outside = 131137536 + 999 // inside uid 1 is the range's first
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != outside || st.Gid != outside {
+		t.Errorf("the file chowned to 1000:1000 inside is %d:%d outside, want %d:%d", st.Uid, st.Gid, outside, outside)
+	}
+}

@@ -12,6 +12,7 @@ packages=(
   slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with
   nfs-kernel-server lmod             # NFS exports/mounts (tested inside a VM: this host's kernel has no NFS) and Lmod
   util-linux                         # nsenter, setpriv, unshare for the per-node namespaces
+  uidmap                             # newuidmap/newgidmap: the lab users' subordinate ids at work
   dnsmasq nginx                      # the baselines bootd is measured against (make bench)
   iproute2 tcpdump procps            # namespaces, bridges, taps
 )
