@@ -62,8 +62,8 @@ setenv MPI_BIN /usr/lib64/openmpi/bin
 setenv MPI_HOME /usr/lib64/openmpi
 `
 
-// TestModulePathWithLmod has the real Lmod (Debian's) load, after what OpenHPC's lmod.sh leaves
-// in MODULEPATH and the rendered modulepath.sh, an MPI module file where Rocky's openmpi puts it
+// TestModulePathWithLmod has the real Lmod (Debian's) load, after what OpenHPC's lmod.sh does
+// (MODULEPATH set, Lmod started, module try-add ohpc) and the rendered modulepath.sh, an MPI module file where Rocky's openmpi puts it
 // and an EasyBuild module in the shared tree: the layers' "module load mpi/openmpi-x86_64". The
 // files go into a private mount namespace (a tmpfs on /opt, an overlay on /usr/share).
 func TestModulePathWithLmod(t *testing.T) {
@@ -98,6 +98,7 @@ cp "$d/openmpi-x86_64" /usr/share/modulefiles/mpi/
 cp "$d/hello-1.0.lua" /opt/software/modules/all/hello/1.0.lua
 export HOME=$d/home MODULEPATH=/opt/ohpc/pub/modulefiles
 . ` + lmodInit + `
+module try-add ohpc
 . "$d/modulepath.sh"
 module -t avail 2>&1
 module load mpi/openmpi-x86_64 hello

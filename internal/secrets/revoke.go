@@ -91,6 +91,7 @@ func (s *Store) revoke(dir, node string) error {
 		return nil
 	}
 	if err := writeAtomic(filepath.Join(s.dir, revokedFile), []byte(strings.Join(lines, "\n")+"\n")); err != nil {
+		s.revokedRead = false // the rename may have happened: read the file again
 		return err
 	}
 	s.revoked = lines

@@ -49,34 +49,39 @@ func hostKeys(t *testing.T, s *Store, node, holder string) HostKeys {
 func TestHostKeysFollowTheirHolder(t *testing.T) {
 	needKeygen(t)
 	for _, tc := range []struct {
-		name        string
-		first, then string
-		fresh       bool // then gets other keys than first, and first's are revoked
+		name    string
+		holders []string // who asks for c1's keys, in turn
+		fresh   bool     // the last gets other keys than the first, and the first's are revoked
 	}{
-		{"same holder", holderA, holderA, false},
-		{"another holder", holderA, holderB, true},
-		{"no holder yet, then one", "", holderA, false},
-		{"a holder, then a render that names none", holderA, "", false},
-		{"no holder, twice", "", "", false},
+		{"same holder", []string{holderA, holderA}, false},
+		{"another holder", []string{holderA, holderB}, true},
+		{"no holder yet, then one", []string{"", holderA}, false},
+		{"no holder yet, then one, then another", []string{"", holderA, holderB}, true},
+		{"a holder, then a render that names none", []string{holderA, ""}, false},
+		{"no holder, twice", []string{"", ""}, false},
 	} {
 		for _, restart := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, restart %v", tc.name, restart), func(t *testing.T) {
-				holderChange(t, tc.first, tc.then, tc.fresh, restart)
+				holderChange(t, tc.holders, tc.fresh, restart)
 			})
 		}
 	}
 }
 
-// holderChange asks for c1's keys as first, then (after a restart) as then: fresh says whether
-// then must get other keys, and first's be revoked.
-func holderChange(t *testing.T, first, then string, fresh, restart bool) {
+// holderChange asks for c1's keys as each of holders in turn (restarting the store between
+// them): fresh says whether the last must get other keys than the first, and the first's be
+// revoked.
+func holderChange(t *testing.T, holders []string, fresh, restart bool) {
 	state := t.TempDir()
 	s := open(t, state)
-	had := hostKeys(t, s, "c1", first)
-	if restart {
-		s = open(t, state)
+	had := hostKeys(t, s, "c1", holders[0])
+	now := had
+	for _, h := range holders[1:] {
+		if restart {
+			s = open(t, state)
+		}
+		now = hostKeys(t, s, "c1", h)
 	}
-	now := hostKeys(t, s, "c1", then)
 	if changed := now[0].Private != had[0].Private; changed != fresh {
 		t.Fatalf("keys changed: %v, want %v", changed, fresh)
 	}
@@ -96,6 +101,41 @@ func holderChange(t *testing.T, first, then string, fresh, restart bool) {
 				t.Errorf("the new holder's key %s is revoked", k)
 			}
 		}
+	}
+}
+
+// What the store hands out is the caller's: changing it changes nothing the store holds.
+func TestAnswersAreCopies(t *testing.T) {
+	needKeygen(t)
+	state := t.TempDir()
+	s := open(t, state)
+	hostKeys(t, s, "c1", holderA)
+	if err := s.Forget("c1"); err != nil {
+		t.Fatal(err)
+	}
+	ask := func() (ClusterSecrets, HostKeys, []string) {
+		c, err := s.Cluster()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, hostKeys(t, s, "c2", holderA), revokedKeys(t, s)
+	}
+	ask() // the store holds them now
+	c, keys, revoked := ask()
+	want := fmt.Sprint(c.MungeKey, keys[0].Private, revoked)
+	c.MungeKey[0]++
+	keys[0].Private = "changed"
+	revoked[0] = "changed"
+	if c, keys, revoked = ask(); fmt.Sprint(c.MungeKey, keys[0].Private, revoked) != want {
+		t.Error("a caller's change to an answer reached the store")
+	}
+	// The list the store writes next still names the node each key came from.
+	if err := s.Forget("c2"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := os.ReadFile(filepath.Join(state, "secrets", revokedFile))
+	if err != nil || strings.Count(string(list), " c1\n") != len(HostKeyTypes) || strings.Count(string(list), " c2\n") != len(HostKeyTypes) {
+		t.Errorf("the revoked list lost the nodes its keys came from (%v):\n%s", err, list)
 	}
 }
 

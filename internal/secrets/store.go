@@ -25,7 +25,7 @@ var ErrUnsafe = errors.New("secret readable by group or others")
 // It keeps what it has read or written in memory: bootd renders every node's keys for each
 // node that boots, which at 200 nodes was 3,000 file reads per render and 95% of its time
 // (BenchmarkRender in internal/bootd). Since no one else writes the directory, what it holds
-// stays true; secrets edited by hand take effect at bootd's next start.
+// stays true; secrets edited by hand may go unseen until bootd's next start.
 type Store struct {
 	dir string
 	mu  sync.Mutex
@@ -41,7 +41,7 @@ type Store struct {
 
 // heldKeys are one node's host keys as its directory holds them.
 type heldKeys struct {
-	holder     string // the holder they were asked for ("" for none: the next one re-reads)
+	holder     string // the holder they were asked for; "" when none was: a later holder re-reads
 	principals string // what the certificates were signed for, comma-separated
 	keys       HostKeys
 }

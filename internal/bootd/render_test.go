@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func BenchmarkRender(b *testing.B) {
 // benchCluster is a state directory holding n assigned computes, c1..cn, each with host keys
 // and no certificate yet. The keys are c1's, copied: ssh-keygen would take minutes for 200 RSA
 // keys, and the renderer reads a copy as it reads any key.
-func benchCluster(b *testing.B, n int) (string, []inventory.Node) {
+func benchCluster(b testing.TB, n int) (string, []inventory.Node) {
 	b.Helper()
 	state := b.TempDir()
 	sec, err := secrets.Open(state)
@@ -66,7 +67,7 @@ func benchCluster(b *testing.B, n int) (string, []inventory.Node) {
 }
 
 // copyKeys copies a node's key pairs (not its certificates, which name the node) to dst.
-func copyKeys(b *testing.B, src, dst string) {
+func copyKeys(b testing.TB, src, dst string) {
 	b.Helper()
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		b.Fatal(err)
@@ -85,7 +86,7 @@ func copyKeys(b *testing.B, src, dst string) {
 }
 
 // benchRenderer renders from state, with room in the address plan for 200 computes.
-func benchRenderer(b *testing.B, state string) Renderer {
+func benchRenderer(b testing.TB, state string) Renderer {
 	b.Helper()
 	sec, err := secrets.Open(state)
 	if err != nil {
@@ -98,14 +99,44 @@ func benchRenderer(b *testing.B, state string) Renderer {
 	return Renderer{Config: cfg, Secrets: sec, Templates: overlays.FS, BaseURL: "http://10.80.0.1"}
 }
 
-func timedRender(b *testing.B, r Renderer, nodes []inventory.Node) time.Duration {
+func timedRender(b testing.TB, r Renderer, nodes []inventory.Node) time.Duration {
 	start := time.Now()
 	render(b, r, nodes)
 	return time.Since(start)
 }
 
-func render(b *testing.B, r Renderer, nodes []inventory.Node) {
-	if _, err := r.Render(nodes, "c1"); err != nil {
-		b.Fatal(err)
+func render(b testing.TB, r Renderer, nodes []inventory.Node) {
+	renderOf(b, r, nodes, "c1")
+}
+
+// renderOf is node name's files, as one text.
+func renderOf(tb testing.TB, r Renderer, nodes []inventory.Node, name string) string {
+	tb.Helper()
+	files, err := r.Render(nodes, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out strings.Builder
+	for _, f := range files {
+		fmt.Fprintf(&out, "%s %o %d:%d\n%s\n", f.Path, f.Mode, f.UID, f.GID, f.Data)
+	}
+	return out.String()
+}
+
+// A running bootd, whose secrets store answers from memory, renders what one just started on the
+// same state renders from the files: before and after a name changes machines.
+func TestRenderFromMemoryMatchesFiles(t *testing.T) {
+	state, nodes := benchCluster(t, 3)
+	warm := benchRenderer(t, state)
+	for _, step := range []string{"assigned", "c2 on another machine"} {
+		if step != "assigned" {
+			nodes[1].MAC, nodes[1].AssignedAt = "52:54:00:00:09:99", nodes[1].AssignedAt.Add(time.Hour)
+		}
+		for _, n := range nodes {
+			got := renderOf(t, warm, nodes, n.Name)
+			if want := renderOf(t, benchRenderer(t, state), nodes, n.Name); got != want {
+				t.Errorf("%s, %s: a running bootd renders other files than one just started", step, n.Name)
+			}
+		}
 	}
 }
