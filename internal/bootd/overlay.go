@@ -127,8 +127,8 @@ func (r Renderer) overlaySecrets(nodes []inventory.Node) (overlay.Secrets, error
 		s.HostKeys[n.Name] = hostKeys(keys)
 	}
 	// After HostKeys: a name that changed holders had its old keys revoked just now.
-	s.RevokedHostKeys, err = r.Secrets.RevokedHostKeys()
-	return s, err
+	s.RevokedHostKeys = r.Secrets.RevokedHostKeys()
+	return s, nil
 }
 
 // holder names the machine that holds node n's name, and since when, for its host keys: an

@@ -23,13 +23,13 @@ import (
 func BenchmarkRender(b *testing.B) {
 	for _, n := range []int{10, 50, 200} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			state, nodes := benchCluster(b, n)
-			warm := benchRenderer(b, state)
-			render(b, warm, nodes) // signs every certificate, once
+			state, nodes := clusterWithKeys(b, n)
+			warm := rendererOn(b, state)
+			renderOf(b, warm, nodes, "c1") // signs every certificate, once
 			var warmTime, coldTime time.Duration
 			for b.Loop() {
 				warmTime += timedRender(b, warm, nodes)
-				coldTime += timedRender(b, benchRenderer(b, state), nodes)
+				coldTime += timedRender(b, rendererOn(b, state), nodes)
 			}
 			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 			b.ReportMetric(per(warmTime), "warm-µs/render")
@@ -40,10 +40,10 @@ func BenchmarkRender(b *testing.B) {
 	}
 }
 
-// benchCluster is a state directory holding n assigned computes, c1..cn, each with host keys
+// clusterWithKeys is a state directory holding n assigned computes, c1..cn, each with host keys
 // and no certificate yet. The keys are c1's, copied: ssh-keygen would take minutes for 200 RSA
 // keys, and the renderer reads a copy as it reads any key.
-func benchCluster(b testing.TB, n int) (string, []inventory.Node) {
+func clusterWithKeys(b testing.TB, n int) (string, []inventory.Node) {
 	b.Helper()
 	state := b.TempDir()
 	sec, err := secrets.Open(state)
@@ -85,8 +85,8 @@ func copyKeys(b testing.TB, src, dst string) {
 	}
 }
 
-// benchRenderer renders from state, with room in the address plan for 200 computes.
-func benchRenderer(b testing.TB, state string) Renderer {
+// rendererOn renders from state, with room in the address plan for 200 computes.
+func rendererOn(b testing.TB, state string) Renderer {
 	b.Helper()
 	sec, err := secrets.Open(state)
 	if err != nil {
@@ -101,12 +101,8 @@ func benchRenderer(b testing.TB, state string) Renderer {
 
 func timedRender(b testing.TB, r Renderer, nodes []inventory.Node) time.Duration {
 	start := time.Now()
-	render(b, r, nodes)
-	return time.Since(start)
-}
-
-func render(b testing.TB, r Renderer, nodes []inventory.Node) {
 	renderOf(b, r, nodes, "c1")
+	return time.Since(start)
 }
 
 // renderOf is node name's files, as one text.
@@ -126,15 +122,15 @@ func renderOf(tb testing.TB, r Renderer, nodes []inventory.Node, name string) st
 // A running bootd, whose secrets store answers from memory, renders what one just started on the
 // same state renders from the files: before and after a name changes machines.
 func TestRenderFromMemoryMatchesFiles(t *testing.T) {
-	state, nodes := benchCluster(t, 3)
-	warm := benchRenderer(t, state)
+	state, nodes := clusterWithKeys(t, 3)
+	warm := rendererOn(t, state)
 	for _, step := range []string{"assigned", "c2 on another machine"} {
 		if step != "assigned" {
 			nodes[1].MAC, nodes[1].AssignedAt = "52:54:00:00:09:99", nodes[1].AssignedAt.Add(time.Hour)
 		}
 		for _, n := range nodes {
 			got := renderOf(t, warm, nodes, n.Name)
-			if want := renderOf(t, benchRenderer(t, state), nodes, n.Name); got != want {
+			if want := renderOf(t, rendererOn(t, state), nodes, n.Name); got != want {
 				t.Errorf("%s, %s: a running bootd renders other files than one just started", step, n.Name)
 			}
 		}

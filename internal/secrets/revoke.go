@@ -20,26 +20,14 @@ const revokedFile = "revoked_host_keys"
 
 // RevokedHostKeys returns every host key revoked so far, oldest first, each as a known_hosts key:
 // type and base64 (the file names the node each came from, for the admin who reads it).
-func (s *Store) RevokedHostKeys() ([]string, error) {
+func (s *Store) RevokedHostKeys() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lines, err := s.revokedLines()
-	for i, l := range lines {
-		lines[i] = keyOnly(l)
+	keys := make([]string, len(s.revoked))
+	for i, l := range s.revoked {
+		keys[i] = keyOnly(l)
 	}
-	return lines, err
-}
-
-// revokedLines are the revoked list's lines, a copy the caller may change. Callers hold s.mu.
-func (s *Store) revokedLines() ([]string, error) {
-	if !s.revokedRead {
-		lines, err := readLines(filepath.Join(s.dir, revokedFile))
-		if err != nil {
-			return nil, err
-		}
-		s.revoked, s.revokedRead = lines, true
-	}
-	return slices.Clone(s.revoked), nil
+	return keys
 }
 
 // readLines are the lines of a secret file that are not blank, none when there is no file.
@@ -62,10 +50,7 @@ func readLines(path string) ([]string, error) {
 
 // revoke adds the public host keys in dir (node's) to the revoked list. Callers hold s.mu.
 func (s *Store) revoke(dir, node string) error {
-	lines, err := s.revokedLines()
-	if err != nil {
-		return err
-	}
+	lines := slices.Clone(s.revoked)
 	listed := make(map[string]bool, len(lines))
 	for _, l := range lines {
 		listed[keyOnly(l)] = true
@@ -90,8 +75,12 @@ func (s *Store) revoke(dir, node string) error {
 	if !added {
 		return nil
 	}
-	if err := writeAtomic(filepath.Join(s.dir, revokedFile), []byte(strings.Join(lines, "\n")+"\n")); err != nil {
-		s.revokedRead = false // the rename may have happened: read the file again
+	path := filepath.Join(s.dir, revokedFile)
+	if err := writeAtomic(path, []byte(strings.Join(lines, "\n")+"\n")); err != nil {
+		// The rename may have happened: hold what the file holds.
+		if now, rerr := readLines(path); rerr == nil {
+			s.revoked = now
+		}
 		return err
 	}
 	s.revoked = lines

@@ -25,15 +25,6 @@ func publicKeys(keys HostKeys) []string {
 	return out
 }
 
-func revokedKeys(t *testing.T, s *Store) []string {
-	t.Helper()
-	keys, err := s.RevokedHostKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return keys
-}
-
 func hostKeys(t *testing.T, s *Store, node, holder string) HostKeys {
 	t.Helper()
 	k, err := s.HostKeys(node, holder)
@@ -86,7 +77,7 @@ func holderChange(t *testing.T, holders []string, fresh, restart bool) {
 		t.Fatalf("keys changed: %v, want %v", changed, fresh)
 	}
 	for _, r := range []*Store{s, open(t, state)} {
-		revoked := revokedKeys(t, r)
+		revoked := r.RevokedHostKeys()
 		if !fresh {
 			if len(revoked) != 0 {
 				t.Errorf("revoked %v, want none", revoked)
@@ -118,7 +109,7 @@ func TestAnswersAreCopies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c, hostKeys(t, s, "c2", holderA), revokedKeys(t, s)
+		return c, hostKeys(t, s, "c2", holderA), s.RevokedHostKeys()
 	}
 	ask() // the store holds them now
 	c, keys, revoked := ask()
@@ -151,7 +142,7 @@ func TestForgetRevokes(t *testing.T) {
 		if err := s.Forget("c1"); err != nil {
 			t.Fatal(err)
 		}
-		if got := revokedKeys(t, s); !slices.Equal(got, publicKeys(old)) {
+		if got := s.RevokedHostKeys(); !slices.Equal(got, publicKeys(old)) {
 			t.Fatalf("revoked %v, want c1's %v", got, publicKeys(old))
 		}
 		list, err := os.ReadFile(filepath.Join(state, "secrets", revokedFile))
@@ -211,7 +202,7 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := slices.Concat(publicKeys(c2), publicKeys(c3))
-	if got := revokedKeys(t, s); !slices.Equal(got, want) {
+	if got := s.RevokedHostKeys(); !slices.Equal(got, want) {
 		t.Errorf("revoked %v, want c2's and c3's %v", got, want)
 	}
 	for _, tc := range []struct {

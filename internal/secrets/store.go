@@ -33,10 +33,9 @@ type Store struct {
 	keygen func(dir string, typ KeyType, comment string) (KeyPair, error)
 
 	// Guarded by mu: what the files hold, once read or written.
-	cluster     *ClusterSecrets
-	hosts       map[string]heldKeys // by node name
-	revoked     []string            // the revoked list's lines, when revokedRead
-	revokedRead bool
+	cluster *ClusterSecrets
+	hosts   map[string]heldKeys // by node name
+	revoked []string            // the revoked list's lines, read at Open
 }
 
 // heldKeys are one node's host keys as its directory holds them.
@@ -59,7 +58,11 @@ func Open(stateDir string) (*Store, error) {
 	if err := checkPrivate(dir, true); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, keygen: sshKeygen, hosts: map[string]heldKeys{}}, nil
+	revoked, err := readLines(filepath.Join(dir, revokedFile))
+	if err != nil {
+		return nil, err
+	}
+	return &Store{dir: dir, keygen: sshKeygen, hosts: map[string]heldKeys{}, revoked: revoked}, nil
 }
 
 // Dir is the directory the store keeps its files in.

@@ -151,6 +151,18 @@ func TestUnsafeModes(t *testing.T) {
 			t.Errorf("Cluster: %v, want ErrUnsafe", err)
 		}
 	})
+	t.Run("revoked list", func(t *testing.T) {
+		state := t.TempDir()
+		s := open(t, state)
+		hostKeys(t, s, "c1", holderA)
+		if err := s.Forget("c1"); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(state, "secrets", revokedFile), 0o644)
+		if _, err := Open(state); !errors.Is(err, ErrUnsafe) {
+			t.Errorf("Open: %v, want ErrUnsafe", err)
+		}
+	})
 }
 
 func TestConcurrent(t *testing.T) {
