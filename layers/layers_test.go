@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -39,7 +40,7 @@ func chroot(t *testing.T, files map[string]string) string {
 	}
 	putFile(t, root, "bin/busybox", bb, 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
-		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync", "cp", "ls", "stat"} {
+		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync", "cp", "stat"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -229,9 +230,7 @@ func serveOverlay(t *testing.T, root string, files ...httpd.OverlayFile) {
 	if err := httpd.WriteTarGz(&overlay, files); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "overlay.tgz"), overlay.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	putFile(t, root, "overlay.tgz", overlay.Bytes(), 0o644)
 }
 
 // bootd-node report posts slurmd -C's first line; a node without slurmd (the master) posts the
@@ -324,13 +323,7 @@ func withHost(t *testing.T, root string, programs map[string]string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(root, dst)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		putFile(t, root, dst, data, 0o755)
 	}
 }
 
@@ -688,7 +681,8 @@ func putFile(t *testing.T, root, path string, data []byte, mode os.FileMode) {
 // earlier boot is replaced, and systemd is told to read the file again and mount what is new (it
 // made its mount units before the overlay came); an unchanged file is left alone, systemd too.
 // A node whose overlay has no block (the master) keeps its fstab as it is, and so does one whose
-// unpack fails.
+// unpack fails. Files the last overlay unpacked that this one lacks go (each case's node booted as
+// a master with a compute's block before: its root key goes, and the block unless it comes again).
 func TestBootdNodeOverlay(t *testing.T) {
 	const (
 		own    = "UUID=1234 / xfs defaults 0 0\nUUID=5678 /boot xfs defaults 0 0\n"
@@ -713,6 +707,7 @@ func TestBootdNodeOverlay(t *testing.T) {
 		{"disk install, block unchanged", own + block, withBlock, true, own + block, "", false},
 		{"the master: no block in its overlay", own, nil, true, own, "", false},
 		{"the master, a compute before: its old block goes", own + old, nil, true, own, reload, false},
+		{"the master, no fstab at all", "", nil, true, "", "", false},
 		{"not under systemd", "", withBlock, false, block, "", false},
 		{"the unpack fails", own, append(slices.Clone(withBlock), httpd.OverlayFile{Path: "/etc/hostname/x", Mode: 0o644, Data: []byte("a file under a file")}), true, own, "", true},
 	} {
@@ -720,7 +715,10 @@ func TestBootdNodeOverlay(t *testing.T) {
 			chrootFiles := map[string]string{
 				"proc/sys/kernel/hostname": "localhost\n",
 				"etc/bootd/fstab":          "# a block from the boot before: this overlay's decides\n",
-				"bin/curl":                 curlServesOverlay,
+				"root/.ssh/id_ed25519":     "the master's root key, from the boot before\n",
+				// What the boot before unpacked.
+				"var/lib/bootd-node/overlay.files": "./etc/hostname\n./etc/bootd/fstab\n./root/.ssh/id_ed25519\n",
+				"bin/curl":                         curlServesOverlay,
 				// systemctl records its arguments.
 				"bin/systemctl": "#!/bin/sh\necho \"$*\" >> /tmp/systemctl.args\n",
 			}
@@ -733,13 +731,17 @@ func TestBootdNodeOverlay(t *testing.T) {
 			root := nodeRoot(t, chrootFiles)
 			withBash(t, root) // Rocky's /bin/sh
 			serveOverlay(t, root, tc.overlay...)
-			out, err := run(t, root, nil, "/bin/bash", "/usr/libexec/bootd-node", "overlay")
+			// Under a umask that would leave a new fstab unreadable to users, unless it sets the mode.
+			out, err := run(t, root, nil, "/bin/bash", "-c", "umask 077 && exec /bin/bash /usr/libexec/bootd-node overlay")
 			if (err != nil) != tc.fails {
 				t.Fatalf("bootd-node overlay: %v, want failure %v\n%s", err, tc.fails, out)
 			}
 			got, _ := os.ReadFile(filepath.Join(root, "etc/fstab"))
 			if string(got) != tc.want {
 				t.Errorf("/etc/fstab:\n%s\nwant:\n%s", got, tc.want)
+			}
+			if tc.want != "" && tc.want != tc.fstab {
+				checkMode(t, root, "etc/fstab", 0o644)
 			}
 			asked, _ := os.ReadFile(filepath.Join(root, "tmp/systemctl.args"))
 			if string(asked) != tc.systemctl {
@@ -750,6 +752,22 @@ func TestBootdNodeOverlay(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(root, "etc/fstab.bootd-new")); err == nil {
 				t.Error("etc/fstab.bootd-new left behind")
+			}
+			if tc.fails {
+				return
+			}
+			var want []string
+			for _, f := range append([]httpd.OverlayFile{{Path: "/etc/hostname"}}, tc.overlay...) {
+				want = append(want, "."+f.Path)
+			}
+			for _, stale := range []string{"etc/bootd/fstab", "root/.ssh/id_ed25519"} {
+				_, err := os.Stat(filepath.Join(root, stale))
+				if kept := err == nil; kept != slices.Contains(want, "./"+stale) {
+					t.Errorf("/%s kept %v, want %v", stale, kept, !kept)
+				}
+			}
+			if got := readChroot(t, root, "var/lib/bootd-node/overlay.files"); got != strings.Join(want, "\n")+"\n" {
+				t.Errorf("overlay.files:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
 			}
 		})
 	}
@@ -844,6 +862,16 @@ func TestBootdNodeAccounts(t *testing.T) {
 			wantMade:     "alice\ncarol\n",
 			wantKeys:     map[string]string{"alice": "", "carol": "ssh-ed25519 CCCC carol@x\n"},
 		},
+		{
+			name:         "third boot: bootd gives alice another uid, which the node's account lacks",
+			users:        "alice:2011:Alice E.:/bin/sh\ncarol:2002:Carol:/bin/bash\n",
+			keys:         "alice ssh-ed25519 AAAA-3 alice@x\ncarol ssh-ed25519 CCCC carol@x\n",
+			wantAccounts: "eve:x:2005:2005:Eve:/home/eve:/bin/bash\nalice:x:2001:2001:Alice E.:/home/alice:/bin/sh\ncarol:x:2002:2002:Carol:/home/carol:/bin/bash\n",
+			wantGroups:   "eve:x:2005:\nfrank:x:3000:\ngrace:x:2007:\nalice:x:2001:\ncarol:x:2002:\n",
+			wantMade:     "alice\ncarol\n", // still bootd-node's, to remove or mend later
+			wantKeys:     map[string]string{"carol": "ssh-ed25519 CCCC carol@x\n"},
+			wantWarnings: []string{"user alice has uid 2001 on this node, bootd says 2011"},
+		},
 	}
 	for _, shell := range []string{"/bin/bash", "/bin/sh"} {
 		root := accountsRoot(t, map[string]string{
@@ -877,6 +905,11 @@ func TestBootdNodeAccounts(t *testing.T) {
 				if !maps.Equal(got, boot.wantKeys) {
 					t.Errorf("%s holds %q, want %q", keysDir, got, boot.wantKeys)
 				}
+				// sshd reads a user's key file as the user.
+				checkMode(t, root, keysDir, fs.ModeDir|0o755)
+				for name := range got {
+					checkMode(t, root, keysDir+name, 0o644)
+				}
 			})
 		}
 	}
@@ -893,16 +926,35 @@ func accountsRoot(t *testing.T, files map[string]string) string {
 			t.Fatalf("%s (Debian package passwd) is needed: %v", tool, err)
 		}
 	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools["/bin/bash"] = bash
+	loginDefs, err := os.ReadFile("/etc/login.defs")
+	if err != nil {
+		t.Fatalf("the host's login.defs (Debian package login): %v", err)
+	}
 	all := map[string]string{
 		"proc/sys/kernel/hostname": "localhost\n",
-		"etc/login.defs":           readChroot(t, "/", "etc/login.defs"),
+		"etc/login.defs":           string(loginDefs),
 		"bin/curl":                 curlServesOverlay,
 	}
 	maps.Copy(all, files)
 	root := nodeRoot(t, all)
-	withBash(t, root)
 	withHost(t, root, tools)
 	return root
+}
+
+// checkMode fails unless root's file name has mode want (type and permissions).
+func checkMode(t *testing.T, root, name string, want fs.FileMode) {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(root, name))
+	if err != nil {
+		t.Error(err)
+	} else if fi.Mode() != want {
+		t.Errorf("/%s has mode %v, want %v", name, fi.Mode(), want)
+	}
 }
 
 // bootWithUsers runs bootd-node overlay under shell with the users and keys bootd would serve,
@@ -944,7 +996,7 @@ func TestBootdNodeSubIDs(t *testing.T) {
 		wantWarnings []string
 	}{
 		{
-			// alice's ranges replace the ones useradd gave her: xia's ends just below them. bob's
+			// alice's ranges come in just above xia's (useradd gives none). bob's
 			// subuids end just below wu's; his subgid range waits for the admin (a line for uid
 			// 2002). henry's overlap zed's (ending at his first) and yan's (starting at his last).
 			name:  "first boot",
@@ -1006,9 +1058,7 @@ func TestBootdNodeSubIDs(t *testing.T) {
 						t.Errorf("/%s:\n%s\nwant:\n%s", file, got, want)
 					}
 				}
-				if fi, err := os.Stat(filepath.Join(root, "etc/subgid")); err != nil || fi.Mode() != 0o644 {
-					t.Errorf("/etc/subgid: %v, %v; want mode 0644", fi, err)
-				}
+				checkMode(t, root, "etc/subgid", 0o644)
 			})
 		}
 	}
