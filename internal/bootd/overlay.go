@@ -74,7 +74,7 @@ func (r Renderer) cluster(nodes []inventory.Node) (overlay.Cluster, error) {
 		Slurm:      overlay.SlurmOptions{ProctrackType: cfg.Slurm.ProctrackType, TaskPlugin: cfg.Slurm.TaskPlugin, MaxNodeCount: cfg.Compute.MaxNodes},
 	}
 	for _, u := range cfg.Users {
-		c.Users = append(c.Users, overlay.User{Name: u.Name, UID: u.UID, Comment: u.Comment, Shell: u.Shell, SSHKeys: u.SSHKeys})
+		c.Users = append(c.Users, overlay.User(u)) // the same fields: a new one in config fails to build here
 	}
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, overlay.Node{Name: n.Name, Role: n.Role, Address: n.Address, MAC: n.MAC, Hardware: overlayHardware(n.Hardware)})

@@ -50,9 +50,10 @@ type daemon struct {
 	// scout probes free discovery addresses ahead of time (nil: every new address waits for its probe).
 	scout *scout
 	// identity orders moving a name to another machine (assign, unassign: write-locked; unassign
-	// forgets the host keys, a replace leaves them to the next render) against acting on a node's identity (its overlay, its hardware report:
-	// read-locked from identify to the end), so a request that identified the old machine never
-	// gets the new one's keys or writes the new one's record.
+	// forgets the host keys, a replace leaves them to the next render) against acting on a node's
+	// identity (its overlay, its hardware report: read-locked from identify to the end), so a
+	// request that identified the old machine never gets the new one's keys or writes the new
+	// one's record.
 	identity sync.RWMutex
 }
 

@@ -18,20 +18,23 @@ import (
 // it ("ssh-ed25519 AAAA... c1": the comment names the node it was revoked from).
 const revokedFile = "revoked_host_keys"
 
+// revokedKey is one line of the revoked list: a key, and the node it was revoked from.
+type revokedKey struct{ key, node string }
+
 // RevokedHostKeys returns every host key revoked so far, oldest first, each as a known_hosts key:
 // type and base64 (the file names the node each came from, for the admin who reads it).
 func (s *Store) RevokedHostKeys() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys := make([]string, len(s.revoked))
-	for i, l := range s.revoked {
-		keys[i] = keyOnly(l)
+	for i, r := range s.revoked {
+		keys[i] = r.key
 	}
 	return keys
 }
 
-// readLines are the lines of a secret file that are not blank, none when there is no file.
-func readLines(path string) ([]string, error) {
+// readRevoked reads the revoked list, empty when there is none.
+func readRevoked(path string) ([]revokedKey, error) {
 	b, err := readSecret(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -39,23 +42,24 @@ func readLines(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lines []string
+	var list []revokedKey
 	for l := range strings.Lines(string(b)) {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
+		if key := keyOnly(l); key != "" {
+			list = append(list, revokedKey{key: key, node: strings.Join(strings.Fields(l)[2:], " ")})
 		}
 	}
-	return lines, nil
+	return list, nil
 }
 
-// revoke adds the public host keys in dir (node's) to the revoked list. Callers hold s.mu.
+// revoke adds the public host keys in dir (node's) to the revoked list. Callers hold s.mu. The
+// list in memory is what the file held at its last write: a write that failed is redone whole by
+// the next revoke (Forget, a claim or Prune retries the forget).
 func (s *Store) revoke(dir, node string) error {
-	lines := slices.Clone(s.revoked)
-	listed := make(map[string]bool, len(lines))
-	for _, l := range lines {
-		listed[keyOnly(l)] = true
+	list := slices.Clone(s.revoked)
+	listed := make(map[string]bool, len(list))
+	for _, r := range list {
+		listed[r.key] = true
 	}
-	added := false
 	for _, t := range HostKeyTypes {
 		pub, err := readSecret(filepath.Join(dir, "ssh_host_"+string(t)+"_key.pub"))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -64,26 +68,22 @@ func (s *Store) revoke(dir, node string) error {
 		if err != nil {
 			return err
 		}
-		key := keyOnly(string(pub))
-		if key == "" || listed[key] {
-			continue
+		if key := keyOnly(string(pub)); key != "" && !listed[key] {
+			listed[key] = true
+			list = append(list, revokedKey{key: key, node: node})
 		}
-		listed[key] = true
-		lines = append(lines, key+" "+node)
-		added = true
 	}
-	if !added {
+	if len(list) == len(s.revoked) {
 		return nil
 	}
-	path := filepath.Join(s.dir, revokedFile)
-	if err := writeAtomic(path, []byte(strings.Join(lines, "\n")+"\n")); err != nil {
-		// The rename may have happened: hold what the file holds.
-		if now, rerr := readLines(path); rerr == nil {
-			s.revoked = now
-		}
+	var file strings.Builder
+	for _, r := range list {
+		file.WriteString(strings.TrimSpace(r.key+" "+r.node) + "\n")
+	}
+	if err := writeAtomic(filepath.Join(s.dir, revokedFile), []byte(file.String())); err != nil {
 		return err
 	}
-	s.revoked = lines
+	s.revoked = list
 	return nil
 }
 

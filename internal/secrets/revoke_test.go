@@ -3,7 +3,6 @@ package secrets
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -214,36 +213,4 @@ func TestPrune(t *testing.T) {
 			t.Errorf("%s: keys kept %v, want %v", tc.node, !tc.kept, tc.kept)
 		}
 	}
-}
-
-// certKey is the fingerprint of the key a certificate certifies, as ssh-keygen -L reads it.
-func certKey(t *testing.T, cert string) string {
-	t.Helper()
-	out := sshKeygenOn(t, cert, "-L")
-	for l := range strings.Lines(out) {
-		if f := strings.Fields(l); len(f) >= 4 && f[0] == "Public" && f[1] == "key:" {
-			return f[3]
-		}
-	}
-	t.Fatalf("ssh-keygen -L names no public key:\n%s", out)
-	return ""
-}
-
-func fingerprint(t *testing.T, pub string) string {
-	t.Helper()
-	return strings.Fields(sshKeygenOn(t, pub, "-l"))[1]
-}
-
-// sshKeygenOn runs ssh-keygen with args on a file holding line.
-func sshKeygenOn(t *testing.T, line string, args ...string) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "key.pub")
-	if err := os.WriteFile(f, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("ssh-keygen", append(args, "-f", f)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ssh-keygen %v: %v\n%s", args, err, out)
-	}
-	return string(out)
 }

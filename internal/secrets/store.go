@@ -35,12 +35,12 @@ type Store struct {
 	// Guarded by mu: what the files hold, once read or written.
 	cluster *ClusterSecrets
 	hosts   map[string]heldKeys // by node name
-	revoked []string            // the revoked list's lines, read at Open
+	revoked []revokedKey        // the revoked list, read at Open
 }
 
 // heldKeys are one node's host keys as its directory holds them.
 type heldKeys struct {
-	holder     string // the holder they were asked for; "" when none was: a later holder re-reads
+	holder     string // the holder the directory records, "" for none
 	principals string // what the certificates were signed for, comma-separated
 	keys       HostKeys
 }
@@ -58,7 +58,7 @@ func Open(stateDir string) (*Store, error) {
 	if err := checkPrivate(dir, true); err != nil {
 		return nil, err
 	}
-	revoked, err := readLines(filepath.Join(dir, revokedFile))
+	revoked, err := readRevoked(filepath.Join(dir, revokedFile))
 	if err != nil {
 		return nil, err
 	}
@@ -137,14 +137,15 @@ func (s *Store) HostKeys(node, holder string, principals ...string) (HostKeys, e
 	if h, ok := s.hosts[node]; ok && h.principals == list && (holder == "" || holder == h.holder) {
 		return slices.Clone(h.keys), nil
 	}
-	if err := s.claim(dir, node, holder); err != nil {
+	recorded, err := s.claim(dir, node, holder)
+	if err != nil {
 		return nil, fmt.Errorf("secrets: host keys of %s: %w", node, err)
 	}
 	keys, err := s.loadHostKeys(dir, node, principals)
 	if err != nil {
 		return nil, err
 	}
-	s.hosts[node] = heldKeys{holder: holder, principals: list, keys: keys}
+	s.hosts[node] = heldKeys{holder: recorded, principals: list, keys: keys}
 	return slices.Clone(keys), nil
 }
 
@@ -181,26 +182,26 @@ func storedHolder(dir string) (string, bool, error) {
 	return string(b), err == nil, err
 }
 
-// claim makes dir hold holder's keys: a directory of another holder is forgotten first. Callers
-// hold s.mu.
-func (s *Store) claim(dir, node, holder string) error {
+// claim makes dir hold holder's keys: a directory of another holder is forgotten first. It
+// returns the holder dir records now, "" for none. Callers hold s.mu.
+func (s *Store) claim(dir, node, holder string) (string, error) {
 	stored, recorded, err := storedHolder(dir)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if recorded && holder != "" && stored != holder {
 		if err := s.forget(dir, node); err != nil {
-			return err
+			return "", err
 		}
 		recorded = false
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return "", err
 	}
 	if holder == "" || recorded {
-		return nil
+		return stored, nil
 	}
-	return writeAtomic(filepath.Join(dir, holderFile), []byte(holder))
+	return holder, writeAtomic(filepath.Join(dir, holderFile), []byte(holder))
 }
 
 // Forget revokes node's host keys and removes them, so a name given to another machine (or a
