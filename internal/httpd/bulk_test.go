@@ -1,14 +1,17 @@
 package httpd
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,5 +266,47 @@ func TestServeWaitsForDownloads(t *testing.T) {
 	}
 	if n := <-got; n != 1<<20 {
 		t.Errorf("the download in flight got %d of %d bytes", n, 1<<20)
+	}
+}
+
+// A client that stops reading cannot hold bootd's stop: after shutdownGrace its download is cut
+// and Serve returns, long before the stalled send's own timeout (sendTimeout, 60 s).
+func TestServeCutsStalledDownloads(t *testing.T) {
+	testhook.Set(t, &shutdownGrace, 100*time.Millisecond)
+	dir := t.TempDir()
+	const size = 256 << 20 // far more than loopback's socket buffers hold
+	f, err := os.Create(filepath.Join(dir, "vmlinuz"))
+	if err == nil {
+		err = errors.Join(f.Truncate(size), f.Close())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, cancel, served := startLoopback(t, dir)
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /images/compute/1/vmlinuz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("status line %q, %v", line, err)
+	}
+	time.Sleep(200 * time.Millisecond) // the server fills the socket buffers and waits
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve still waits for a stalled download 10 s after shutting down began (grace 100 ms)")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := io.Copy(io.Discard, r); n >= size || os.IsTimeout(err) {
+		t.Errorf("the stalled client read %d more bytes (%v); want its connection closed before the end", n, err)
 	}
 }

@@ -106,6 +106,10 @@ func (s *Server) Handler() http.Handler {
 // for ever. The one body bootd reads is a node's hardware report, a few hundred bytes.
 var bodyTimeout = 10 * time.Second // a variable for tests
 
+// shutdownGrace is how long a stopping bootd lets downloads in flight finish before it cuts
+// them: a stalled client must not hold a restart for sendTimeout (a variable for tests).
+var shutdownGrace = 5 * time.Second
+
 // limitBodies gives every request that announces a body (Content-Length or chunked) bodyTimeout
 // to deliver it, from the end of its headers. Requests without a body, the image downloads among
 // them, are untouched. The server sets a fresh deadline for the connection's next request.
@@ -133,18 +137,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		defer close(shutDown)
 		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shut, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		if srv.Shutdown(shut) != nil {
-			_ = srv.Close() // downloads still running after 5 s are cut
+			_ = srv.Close() // downloads still running after the grace are cut
 		}
 	}()
 	if err := srv.Serve(bulkListener{ln}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	// net/http's Serve returns as soon as Shutdown begins. Shutdown returns once the requests in
-	// flight have ended, or after 5 s with their connections closed: a copier then still inside
-	// sendfile ends on its own, after Serve.
+	// flight have ended, or after shutdownGrace with their connections closed: a copier then still
+	// inside sendfile ends on its own, after Serve.
 	<-shutDown
 	return nil
 }
