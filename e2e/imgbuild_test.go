@@ -149,6 +149,19 @@ func TestImgbuild(t *testing.T) {
 		healed := l.build(ctx, t, "compute", "out-healed", "cache", "2")
 		sameFiles(t, filepath.Join(l.dir, "out", "compute", "2"), healed.Dir)
 	})
+	t.Run("cache: removing an image file frees its trees", func(t *testing.T) {
+		moved := filepath.Join(t.TempDir(), "master.toml")
+		if err := os.Rename(l.image("master"), moved); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := os.Rename(moved, l.image("master")); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		r := l.build(ctx, t, "compute", "out-moved", "cache", "3")
+		checkCacheHolds(t, filepath.Join(l.dir, "cache"), r)
+	})
 	t.Run("the CI script builds twice, compares and publishes", func(t *testing.T) {
 		l.lock(ctx, t, "master") // the nfs edit above made master's lock stale too
 		script := exec.CommandContext(ctx, "../ci/build-images.sh", "--tree", l.dir, "--site", l.site, "--version", "ci-1", "--publish", filepath.Join(l.dir, "published"))

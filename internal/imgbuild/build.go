@@ -60,9 +60,12 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 		return nil, err
 	}
 	// The version is published: a failure here costs disk space, not the build.
-	err = recordKept(o.CacheDir, r.Image, r.Layers, lockedDigests(lock))
+	imageFile, err := filepath.Abs(imagePath)
+	if err == nil {
+		err = recordKept(o.CacheDir, r.Image, imageFile, r.Layers, lockedDigests(lock))
+	}
 	if err == nil && !o.KeepCache {
-		err = pruneCache(o.CacheDir, o.Log)
+		err = pruneCache(o.CacheDir, filepath.Dir(imageFile), o.Log)
 	}
 	if err != nil {
 		o.Log.WithError(err).Warn("cache not pruned; it keeps what earlier builds left")

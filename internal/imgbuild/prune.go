@@ -2,7 +2,9 @@ package imgbuild
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,30 +22,40 @@ import (
 // and package hashes it used are recorded under <cache>/kept/<image>.json, and whatever no
 // image's record names is removed: the next build of each image from the same lock and layers
 // reuses all it did before; a build from an older lock fetches and builds again what it needs.
+// A record also names its image file, so that removing or renaming an image frees its trees: a
+// build drops the records of the images whose files are gone from its own images directory.
+// Records from other directories stay: a CI run in a fresh checkout shares the cache, and the
+// record of its previous checkout, deleted since, holds what its next image build reuses.
 
 // keptRecord is what one image's last build used.
 type keptRecord struct {
-	Layers []string `json:"layers"` // keys: directory names under <cache>/layers
-	RPMs   []string `json:"rpms"`   // sha256 hex: <cache>/rpms/sha256/<hex>.rpm
+	ImageFile string   `json:"image_file,omitempty"` // absolute path; "" in records of older versions
+	Layers    []string `json:"layers"`               // keys: directory names under <cache>/layers
+	RPMs      []string `json:"rpms"`                 // sha256 hex: <cache>/rpms/sha256/<hex>.rpm
 }
 
-// recordKept records the layer keys and package hashes that image's build used: what pruneCache
-// keeps for it. A build with --keep-cache records too, so the next pruning keeps its layers.
-func recordKept(cacheDir, image string, layers []rootfs.Result, rpmDigests []string) error {
-	rec := keptRecord{RPMs: slices.Sorted(slices.Values(rpmDigests))}
+// recordKept records the layer keys and package hashes that the build of image, from imageFile
+// (an absolute path), used: what pruneCache keeps for it. A build with --keep-cache records too,
+// so the next pruning keeps its layers.
+func recordKept(cacheDir, image, imageFile string, layers []rootfs.Result, rpmDigests []string) error {
+	rec := keptRecord{ImageFile: imageFile, RPMs: slices.Sorted(slices.Values(rpmDigests))}
 	for _, l := range layers {
 		rec.Layers = append(rec.Layers, l.Key)
 	}
 	return writeKept(cacheDir, image, rec)
 }
 
-// pruneCache removes the layer trees and packages that no image's record names. Callers hold the
-// cache lock.
-func pruneCache(cacheDir string, log logrus.FieldLogger) error {
-	layers, rpms, err := readKept(cacheDir)
+// pruneCache removes the records of images whose files are gone from imagesDir (an absolute
+// path), then the layer trees and packages that no record names. Callers hold the cache lock.
+func pruneCache(cacheDir, imagesDir string, log logrus.FieldLogger) error {
+	records, err := readRecords(cacheDir)
 	if err != nil {
 		return err
 	}
+	if err := dropRemovedImages(records, imagesDir, log); err != nil {
+		return err
+	}
+	layers, rpms := keptBy(records)
 	trees, err := rootfs.PruneLayers(cacheDir, layers)
 	if err != nil {
 		return err
@@ -70,23 +82,29 @@ func writeKept(cacheDir, image string, rec keptRecord) error {
 	return atomicfile.Write(filepath.Join(dir, image+".json"), append(data, '\n'), 0o644)
 }
 
-// readKept returns the layer keys and package hashes the records keep. A record that cannot be
-// read stops the pruning rather than letting it remove what that image uses.
-func readKept(cacheDir string) (layers, rpms map[string]bool, err error) {
-	files, err := filepath.Glob(filepath.Join(cacheDir, "kept", "*.json"))
-	if err != nil {
-		return nil, nil, err
+// dropRemovedImages removes the records whose image file was in imagesDir and is gone, from
+// the cache and from records.
+func dropRemovedImages(records map[string]keptRecord, imagesDir string, log logrus.FieldLogger) error {
+	for path, rec := range records {
+		if rec.ImageFile == "" || filepath.Dir(rec.ImageFile) != imagesDir {
+			continue
+		}
+		if _, err := os.Lstat(rec.ImageFile); !errors.Is(err, fs.ErrNotExist) {
+			continue // present, or unknown: keep what it may use
+		}
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+		delete(records, path)
+		log.WithField("image_file", rec.ImageFile).Info("cache: the image file is gone; what only its builds used goes too")
 	}
+	return nil
+}
+
+// keptBy returns the layer keys and package hashes the records keep.
+func keptBy(records map[string]keptRecord) (layers, rpms map[string]bool) {
 	layers, rpms = map[string]bool{}, map[string]bool{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, nil, err
-		}
-		var rec keptRecord
-		if err := json.Unmarshal(data, &rec); err != nil {
-			return nil, nil, fmt.Errorf("cache record %s: %w (remove it, and the cache keeps what the other images use)", f, err)
-		}
+	for _, rec := range records {
 		for _, k := range rec.Layers {
 			layers[k] = true
 		}
@@ -94,5 +112,27 @@ func readKept(cacheDir string) (layers, rpms map[string]bool, err error) {
 			rpms[d] = true
 		}
 	}
-	return layers, rpms, nil
+	return layers, rpms
+}
+
+// readRecords reads every record, by file. A record that cannot be read stops the pruning
+// rather than letting it remove what that image uses.
+func readRecords(cacheDir string) (map[string]keptRecord, error) {
+	files, err := filepath.Glob(filepath.Join(cacheDir, "kept", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	records := map[string]keptRecord{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var rec keptRecord
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return nil, fmt.Errorf("cache record %s: %w (remove it, and the cache keeps what the other images use)", f, err)
+		}
+		records[f] = rec
+	}
+	return records, nil
 }

@@ -36,10 +36,12 @@ func TestPruneCache(t *testing.T) {
 	log.SetOutput(io.Discard)
 	t.Run("keeps what each image's last build used", func(t *testing.T) {
 		cache := setup(t)
-		if err := recordKept(cache, "compute", []rootfs.Result{{Layer: "base", Key: mine}}, []string{rpmMine}); err != nil {
+		images := t.TempDir()
+		writeFile(t, filepath.Join(images, "compute.toml"), "x")
+		if err := recordKept(cache, "compute", filepath.Join(images, "compute.toml"), []rootfs.Result{{Layer: "base", Key: mine}}, []string{rpmMine}); err != nil {
 			t.Fatal(err)
 		}
-		if err := pruneCache(cache, log); err != nil {
+		if err := pruneCache(cache, images, log); err != nil {
 			t.Fatal(err)
 		}
 		for p, want := range map[string]bool{
@@ -59,7 +61,7 @@ func TestPruneCache(t *testing.T) {
 	t.Run("an unreadable record stops it", func(t *testing.T) {
 		cache := setup(t)
 		writeFile(t, filepath.Join(cache, "kept", "master.json"), "{not json")
-		err := pruneCache(cache, log)
+		err := pruneCache(cache, t.TempDir(), log)
 		if err == nil || !strings.Contains(err.Error(), "master.json") {
 			t.Fatalf("err = %v, want one naming the record", err)
 		}
@@ -67,6 +69,44 @@ func TestPruneCache(t *testing.T) {
 			t.Error("a layer tree was removed although a record could not be read")
 		}
 	})
+}
+
+// TestPruneRemovedImages: a build drops the records of the images whose files are gone from its
+// images directory, so what only they used goes; records it cannot place stay.
+func TestPruneRemovedImages(t *testing.T) {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	images, elsewhere := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(images, "compute.toml"), "x")
+	for _, tc := range []struct {
+		name, imageFile string
+		kept            bool
+	}{
+		{"the image being built", filepath.Join(images, "compute.toml"), true},
+		{"an image removed from the images directory", filepath.Join(images, "gpu.toml"), false},
+		{"an image of another directory, gone", filepath.Join(elsewhere, "gone.toml"), true},
+		{"a record of an older imgbuild, without its file", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := t.TempDir()
+			key := hexName("d")
+			writeFile(t, filepath.Join(cache, "layers", key, "etc/motd"), "x")
+			if err := recordKept(cache, "compute", filepath.Join(images, "compute.toml"), nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := recordKept(cache, "other", tc.imageFile, []rootfs.Result{{Layer: "base", Key: key}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := pruneCache(cache, images, log); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{"kept/other.json", "layers/" + key} {
+				if _, err := os.Stat(filepath.Join(cache, p)); (err == nil) != tc.kept {
+					t.Errorf("%s: present %v, want %v", p, err == nil, tc.kept)
+				}
+			}
+		})
+	}
 }
 
 func writeFile(t *testing.T, path, content string) {
