@@ -110,10 +110,16 @@ func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
 		if squatter == nil {
 			return boundLease{lease, bind}, nil
 		}
-		d.logSquatter(lease.Address, squatter, mac)
-		if err := d.inv.HoldAddress(mac, lease.Address, d.cfg.Discovery.LeaseTime); err != nil {
+		held, err := d.holdBack(squatter, lease.Address, func() (bool, error) {
+			return true, d.inv.HoldAddress(mac, lease.Address, d.cfg.Discovery.LeaseTime)
+		})
+		if err != nil {
 			return boundLease{}, err
 		}
+		if !held { // the squatter is over its share: its answer counts for nothing
+			return boundLease{lease, bind}, nil
+		}
+		d.logSquatter(lease.Address, squatter, mac)
 	}
 	return boundLease{}, fmt.Errorf("%d discovery addresses in a row answer ARP already (held back, see above): no lease for %s this time", maxProbes, mac)
 }
@@ -129,17 +135,45 @@ func (d *daemon) logSquatter(a netip.Addr, squatter net.HardwareAddr, clientMAC 
 		a, squatter)
 }
 
-func (l leaser) Release(mac net.HardwareAddr, declined bool) {
-	if n, err := l.d.inv.NodeByMAC(mac.String()); err == nil {
-		if declined {
-			l.d.log.WithFields(map[string]any{"node": n.Name, "address": n.Address, "mac": n.MAC}).
+// Release ends mac's discovery lease on a. A decline holds a back on mac's account (holdBack), or
+// frees it when mac is over its share.
+func (l leaser) Release(mac net.HardwareAddr, a netip.Addr, declined bool) {
+	d, lt := l.d, l.d.cfg.Discovery.LeaseTime
+	if n, err := d.inv.NodeByMAC(mac.String()); err == nil {
+		if declined && a == n.Address && d.holds.warnOnce(n.MAC) {
+			d.log.WithFields(map[string]any{"node": n.Name, "address": n.Address, "mac": n.MAC}).
 				Error("node declined its address: another host on the segment uses it; find and remove that host")
 		}
 		return
 	}
-	if err := l.d.inv.ReleaseLease(mac.String(), declined, l.d.cfg.Discovery.LeaseTime); err != nil && !errors.Is(err, inventory.ErrNotFound) {
-		l.d.log.WithError(err).WithField("mac", mac.String()).Error("release lease")
+	var err error
+	if declined {
+		var held bool
+		held, err = d.holdBack(mac, a, func() (bool, error) { return d.inv.ReleaseLease(mac.String(), a, true, true, lt) })
+		if held {
+			d.log.WithFields(map[string]any{"mac": mac.String(), "address": a}).Info("client declined its address (another host uses it): held back")
+		} else if err == nil { // over its share: free it
+			_, err = d.inv.ReleaseLease(mac.String(), a, true, false, lt)
+		}
+	} else {
+		_, err = d.inv.ReleaseLease(mac.String(), a, false, false, lt)
 	}
+	if err != nil && !errors.Is(err, inventory.ErrNotFound) {
+		d.log.WithError(err).WithField("mac", mac.String()).Error("release lease")
+	}
+}
+
+// holdBack holds pool address a back on who's account (a host found answering ARP at it, or the
+// client declining it) by running hold, which reports whether it did; unless who is over its
+// share (holdBudget), which is logged once per scoutFresh.
+func (d *daemon) holdBack(who net.HardwareAddr, a netip.Addr, hold func() (bool, error)) (held bool, err error) {
+	until := time.Now().Add(inventory.HoldTime(d.cfg.Discovery.LeaseTime))
+	within, held, err := d.holds.take(who, a, until, hold)
+	if !within && d.holds.warnOnce(who.String()) {
+		d.log.WithFields(map[string]any{"mac": who.String(), "address": a}).
+			Errorf("%s has %d discovery addresses held back on its account already (answering ARP at them, or declining them): proxy ARP on a router, or someone spoofing; no more are held for it (clients get such addresses, and decline them if they are really in use); find that device", who, maxHoldsPerMAC)
+	}
+	return held, err
 }
 
 func (d *daemon) pool() inventory.Pool {

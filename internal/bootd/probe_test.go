@@ -3,6 +3,7 @@ package bootd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -149,7 +150,7 @@ func TestLeaserGivesUpAfterMaxProbes(t *testing.T) {
 	d := testDaemon(t)
 	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}
 	for a := netip.MustParseAddr("10.80.0.200"); a.Compare(netip.MustParseAddr("10.80.0.209")) <= 0; a = a.Next() {
-		p.taken[a] = hw("52:54:00:5a:5a:5a")
+		p.taken[a] = hw(fmt.Sprintf("52:54:00:5a:5a:%02x", a.As4()[3])) // ten hosts, each with its static address
 	}
 	d.probe = p
 	mac := hw("52:54:00:00:00:09")

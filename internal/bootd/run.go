@@ -49,6 +49,8 @@ type daemon struct {
 	leasing singleflight.Group
 	// scout probes free discovery addresses ahead of time (nil: every new address waits for its probe).
 	scout *scout
+	// holds bounds the pool addresses held back on one MAC's account.
+	holds holdBudget
 	// identity orders moving a name to another machine (assign, unassign: write-locked; unassign
 	// forgets the host keys, a replace leaves them to the next render) against acting on a node's
 	// identity (its overlay, its hardware report: read-locked from identify to the end), so a

@@ -21,10 +21,6 @@ const (
 	scoutRefresh = scoutFresh / 2
 	// scoutTick is how often the scout looks for addresses to sweep (newly freed ones).
 	scoutTick = time.Second
-	// maxClaimsPerMAC is how many pool addresses one MAC may be found at, per scoutFresh, before
-	// the scout stops holding addresses back for it: a router doing proxy ARP answers for every
-	// address, and a spoofer could claim them all; either would empty the pool (see SECURITY.md).
-	maxClaimsPerMAC = 3
 	// sightings is how many ARP senders may wait for the scout; more are dropped (and the
 	// sweeps and re-probes still find those hosts).
 	sightings = 1024
@@ -56,14 +52,12 @@ var watchRetry = time.Second
 type scout struct {
 	d *daemon
 
-	mu          sync.Mutex
-	clean       map[netip.Addr]time.Time       // start of the last sweep that found the address free
-	taken       map[netip.Addr]time.Time       // when the leaser last took the address: older sweeps are void
-	confirming  map[string]chan struct{}       // by MAC: re-probes of offered addresses in flight
-	conflicts   map[netip.Addr]time.Time       // last "two hosts at one address" error, to log it once per scoutFresh
-	claims      map[string]map[netip.Addr]bool // pool addresses each MAC was found at, this scoutFresh
-	claimsSince time.Time
-	warned      bool // a sweep failed (logged once)
+	mu         sync.Mutex
+	clean      map[netip.Addr]time.Time // start of the last sweep that found the address free
+	taken      map[netip.Addr]time.Time // when the leaser last took the address: older sweeps are void
+	confirming map[string]chan struct{} // by MAC: re-probes of offered addresses in flight
+	conflicts  map[netip.Addr]time.Time // last "two hosts at one address" error, to log it once per scoutFresh
+	warned     bool                     // a sweep failed (logged once)
 
 	sighted chan sighting  // ARP senders at pool addresses, handled off the socket's read path
 	pool    inventory.Pool // the discovery pool, fixed for the daemon's life
@@ -77,7 +71,7 @@ type sighting struct {
 func newScout(d *daemon) *scout {
 	return &scout{d: d, clean: map[netip.Addr]time.Time{}, taken: map[netip.Addr]time.Time{},
 		confirming: map[string]chan struct{}{}, conflicts: map[netip.Addr]time.Time{},
-		claims: map[string]map[netip.Addr]bool{}, sighted: make(chan sighting, sightings), pool: d.pool()}
+		sighted: make(chan sighting, sightings), pool: d.pool()}
 }
 
 // vouches reports whether a sweep that started within scoutFresh found a free, with no ARP from
@@ -236,9 +230,9 @@ func (s *scout) seen(a netip.Addr, mac net.HardwareAddr) {
 	}
 }
 
-// squatter handles a host found at a free pool address: no more vouch, held back, logged. A
-// machine answering at the address its own (expired) lease names is no squatter, and a MAC found
-// at more than maxClaimsPerMAC addresses gets none held for it.
+// squatter handles a host found at a free pool address: no more vouch, held back (within the
+// MAC's share, holdBudget), logged. A machine answering at the address its own (expired) lease
+// names is no squatter.
 func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
 	if s.d.inv.LeasedTo(a, mac.String()) {
 		return
@@ -246,39 +240,14 @@ func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
 	s.mu.Lock()
 	delete(s.clean, a)
 	s.mu.Unlock()
-	if !s.claim(a, mac) {
-		return
-	}
 	// Held only if still free: a client that got a meanwhile (and answers at it) is no squatter.
-	held, err := s.d.inv.HoldFreeAddress(a, s.d.cfg.Discovery.LeaseTime)
+	held, err := s.d.holdBack(mac, a, func() (bool, error) { return s.d.inv.HoldFreeAddress(a, s.d.cfg.Discovery.LeaseTime) })
 	if err != nil {
 		s.d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
 	}
 	if held {
 		s.d.logSquatter(a, mac, "")
 	}
-}
-
-// claim records that mac was found at pool address a and reports whether addresses may still be
-// held back for it; the first claim past the limit is logged.
-func (s *scout) claim(a netip.Addr, mac net.HardwareAddr) bool {
-	s.mu.Lock()
-	if time.Since(s.claimsSince) > scoutFresh {
-		s.claims, s.claimsSince = map[string]map[netip.Addr]bool{}, time.Now()
-	}
-	m := s.claims[mac.String()]
-	if m == nil {
-		m = map[netip.Addr]bool{}
-		s.claims[mac.String()] = m
-	}
-	m[a] = true
-	n := len(m)
-	s.mu.Unlock()
-	if n == maxClaimsPerMAC+1 {
-		s.d.log.WithFields(map[string]any{"mac": mac.String(), "addresses": n}).
-			Errorf("%s answers ARP for %d or more discovery addresses: proxy ARP on a router, or someone spoofing; no more addresses are held back for it (the re-probe before each ACK still applies); find that device", mac, n)
-	}
-	return n <= maxClaimsPerMAC
 }
 
 // confirmLater re-probes a, just offered to mac, while the OFFER is on its way. A host found
@@ -305,9 +274,14 @@ func (s *scout) confirmLater(mac string, a netip.Addr) {
 		if squatter == nil || squatter.String() == mac {
 			return
 		}
-		s.d.logSquatter(a, squatter, mac)
-		if err := s.d.inv.HoldAddress(mac, a, s.d.cfg.Discovery.LeaseTime); err != nil {
+		held, err := s.d.holdBack(squatter, a, func() (bool, error) {
+			return true, s.d.inv.HoldAddress(mac, a, s.d.cfg.Discovery.LeaseTime)
+		})
+		if err != nil {
 			s.d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
+		}
+		if held {
+			s.d.logSquatter(a, squatter, mac)
 		}
 	}()
 }

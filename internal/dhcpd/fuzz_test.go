@@ -3,6 +3,7 @@ package dhcpd
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"testing"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -62,4 +63,4 @@ func (fuzzLeaser) Lease(mac net.HardwareAddr, pxe, _ bool) (Lease, bool, error) 
 	return Lease{}, false, nil
 }
 
-func (fuzzLeaser) Release(net.HardwareAddr, bool) {}
+func (fuzzLeaser) Release(net.HardwareAddr, netip.Addr, bool) {}

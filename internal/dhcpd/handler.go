@@ -29,8 +29,9 @@ type Leaser interface {
 	// bind is true for a REQUEST (the answer is an ACK: the lease must be durable first) and false for
 	// a DISCOVER (an OFFER binds nothing, so the lease may still be on its way to storage).
 	Lease(mac net.HardwareAddr, pxe, bind bool) (l Lease, ok bool, err error)
-	// Release frees mac's discovery lease (DHCPRELEASE), or marks its address bad (declined=true, DHCPDECLINE).
-	Release(mac net.HardwareAddr, declined bool)
+	// Release frees mac's discovery lease on addr (DHCPRELEASE), or marks addr bad (declined=true,
+	// DHCPDECLINE); a lease on another address is not mac's to release.
+	Release(mac net.HardwareAddr, addr netip.Addr, declined bool)
 }
 
 // Options is the network the handler describes to clients. internal/config validates it; the
@@ -213,10 +214,24 @@ func requested(req *dhcpv4.DHCPv4) netip.Addr {
 	return addr(req.ClientIPAddr)
 }
 
-// release hands a RELEASE or DECLINE to the Leaser. Neither gets an answer (RFC 2131 4.3.3-4).
+// release hands a RELEASE or DECLINE to the Leaser, with the address it names: ciaddr for a
+// RELEASE, option 50 for a DECLINE (RFC 2131 table 5); one naming none is ignored. Neither gets an
+// answer (RFC 2131 4.3.3-4), and any MAC can send them: logged at debug, so a flood fills no log.
 func (h *Handler) release(req *dhcpv4.DHCPv4, declined bool, log logrus.FieldLogger) {
-	log.WithField("declined", declined).Info("dhcp release")
-	h.leaser.Release(req.ClientHWAddr, declined)
+	a := addr(req.ClientIPAddr)
+	if declined {
+		a = netip.Addr{}
+		if ip := req.RequestedIPAddress(); ip != nil {
+			a = addr(ip)
+		}
+	}
+	log = log.WithFields(logrus.Fields{"declined": declined, "ip": a.String()})
+	if !a.Is4() || a.IsUnspecified() {
+		log.Debug("dhcp release naming no address ignored")
+		return
+	}
+	log.Debug("dhcp release")
+	h.leaser.Release(req.ClientHWAddr, a, declined)
 }
 
 // inform answers an INFORM from a machine that configured its own address in our subnet with the

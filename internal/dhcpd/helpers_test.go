@@ -60,6 +60,7 @@ func quietLog() logrus.FieldLogger {
 // releaseCall records one Leaser.Release.
 type releaseCall struct {
 	mac      string
+	ip       netip.Addr
 	declined bool
 }
 
@@ -86,10 +87,10 @@ func (f *fakeLeaser) Lease(mac net.HardwareAddr, pxe, _ bool) (Lease, bool, erro
 	return Lease{}, false, nil
 }
 
-func (f *fakeLeaser) Release(mac net.HardwareAddr, declined bool) {
+func (f *fakeLeaser) Release(mac net.HardwareAddr, ip netip.Addr, declined bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.released = append(f.released, releaseCall{mac.String(), declined})
+	f.released = append(f.released, releaseCall{mac.String(), ip, declined})
 }
 
 func (f *fakeLeaser) releases() []releaseCall {

@@ -60,7 +60,7 @@ func TestServeDORA(t *testing.T) {
 				}
 			}
 			release(t, conn, lease.ACK, port)
-			waitRelease(t, fl, releaseCall{tc.mac.String(), false})
+			waitRelease(t, fl, releaseCall{tc.mac.String(), tc.ip, false})
 		})
 	}
 }

@@ -255,27 +255,35 @@ func (p Pool) Contains(a netip.Addr) bool {
 	return a.Compare(p.Start) >= 0 && a.Compare(p.End) <= 0
 }
 
-// ReleaseLease ends mac's discovery lease. When declined, the client reported the address in use
-// by another host: the address is held back from the pool for a while instead of being freed.
+// ReleaseLease ends mac's discovery lease on addr (the address the RELEASE or DECLINE names). A
+// lease on another address, or an OFFER never REQUESTed, is left alone: the message is stale or
+// forged (chaddr alone is easy to forge), and a DECLINE is only meaningful after an ACK (RFC
+// 2131 4.4.1). When declined and hold, the client reported the address in use by another host:
+// the address is held back from the pool for HoldTime instead of being freed; held reports that.
 // Group-committed: on a failed write the change stays in memory (see Store).
-func (s *Store) ReleaseLease(mac string, declined bool, leaseTime time.Duration) error {
+func (s *Store) ReleaseLease(mac string, addr netip.Addr, declined, hold bool, leaseTime time.Duration) (held bool, err error) {
 	s.mu.Lock()
 	i := s.leaseIndex(mac)
-	if i < 0 {
+	_, unbound := s.offered[mac]
+	if i < 0 || s.data.Leases[i].Address != addr || (declined && unbound) {
 		s.mu.Unlock()
-		return fmt.Errorf("lease of %s: %w", mac, ErrNotFound)
+		return false, fmt.Errorf("lease of %s on %s: %w", mac, addr, ErrNotFound)
 	}
 	s.data.Leases = slices.Clone(s.data.Leases)
 	delete(s.offered, mac)
-	if declined {
-		s.data.Leases[i] = Lease{Address: s.data.Leases[i].Address, Declined: true, Expires: s.now().Add(declineHold * leaseTime)}
+	held = declined && hold
+	if held {
+		s.data.Leases[i] = Lease{Address: addr, Declined: true, Expires: s.now().Add(HoldTime(leaseTime))}
 	} else {
 		s.data.Leases = slices.Delete(s.data.Leases, i, i+1)
 	}
 	g := s.bump()
 	s.mu.Unlock()
-	return s.commit(g)
+	return held, s.commit(g)
 }
+
+// HoldTime is how long an address declined or found in use stays out of the pool.
+func HoldTime(leaseTime time.Duration) time.Duration { return declineHold * leaseTime }
 
 // HoldAddress takes addr out of the pool as if a client had declined it: another host on the
 // segment answers at it (an ARP probe found it). mac's lease on addr, if it has one, becomes the
@@ -306,7 +314,7 @@ func (s *Store) hold(mac string, addr netip.Addr, leaseTime time.Duration) uint6
 		return l.Address == addr && (l.Declined || l.MAC == mac)
 	})
 	delete(s.offered, mac)
-	s.data.Leases = append(s.data.Leases, Lease{Address: addr, Declined: true, Expires: s.now().Add(declineHold * leaseTime)})
+	s.data.Leases = append(s.data.Leases, Lease{Address: addr, Declined: true, Expires: s.now().Add(HoldTime(leaseTime))})
 	return s.bump()
 }
 

@@ -18,7 +18,10 @@ func TestDiscoveryLease(t *testing.T) {
 		advance time.Duration
 		release bool
 		decline bool
-		want    string // address, or "exhausted"
+		noHold  bool   // a decline the caller allows no hold for
+		offer   bool   // a DISCOVER's lease (not bound) instead of a REQUEST's
+		at      string // the address a release or decline names
+		want    string // address, or "exhausted"; for a release or decline: "ignored" or ""
 	}
 	tests := []struct {
 		name  string
@@ -29,8 +32,13 @@ func TestDiscoveryLease(t *testing.T) {
 		{"stable even after expiry while free", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, advance: time.Hour, want: "10.80.0.200"}}},
 		{"expired address goes to another", []step{{mac: macA, want: "10.80.0.200"}, {mac: macB, advance: time.Hour, want: "10.80.0.200"}, {mac: macA, want: "10.80.0.201"}}},
 		{"exhausted", []step{{mac: macA, want: "10.80.0.200"}, {mac: macB, want: "10.80.0.201"}, {mac: macC, want: "10.80.0.202"}, {mac: "52:54:00:00:00:0d", want: "exhausted"}}},
-		{"release frees", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, release: true}, {mac: macB, want: "10.80.0.200"}}},
-		{"decline holds the address back", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true}, {mac: macA, want: "10.80.0.201"}, {mac: macB, advance: 5 * time.Minute, want: "10.80.0.201"}}},
+		{"release frees", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, release: true, at: "10.80.0.200"}, {mac: macB, want: "10.80.0.200"}}},
+		{"decline holds the address back", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true, at: "10.80.0.200"}, {mac: macA, want: "10.80.0.201"}, {mac: macB, advance: 5 * time.Minute, want: "10.80.0.201"}}},
+		{"decline without a hold frees", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true, noHold: true, at: "10.80.0.200"}, {mac: macB, want: "10.80.0.200"}}},
+		{"release naming another address is ignored", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, release: true, at: "10.80.0.201", want: "ignored"}, {mac: macB, want: "10.80.0.201"}}},
+		{"decline naming another address is ignored", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true, at: "10.80.0.202", want: "ignored"}, {mac: macB, want: "10.80.0.201"}, {mac: macC, want: "10.80.0.202"}}},
+		{"decline of an offer never requested is ignored", []step{{mac: macA, offer: true, want: "10.80.0.200"}, {mac: macA, decline: true, at: "10.80.0.200", want: "ignored"}, {mac: macA, want: "10.80.0.200"}}},
+		{"release without a lease is ignored", []step{{mac: macA, release: true, at: "10.80.0.200", want: "ignored"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,12 +46,19 @@ func TestDiscoveryLease(t *testing.T) {
 			for i, st := range tt.steps {
 				c.t = c.t.Add(st.advance)
 				if st.release || st.decline {
-					if err := s.ReleaseLease(st.mac, st.decline, pool.LeaseTime); err != nil {
+					held, err := s.ReleaseLease(st.mac, netip.MustParseAddr(st.at), st.decline, !st.noHold, pool.LeaseTime)
+					got := ""
+					if errors.Is(err, ErrNotFound) {
+						got = "ignored"
+					} else if err != nil {
 						t.Fatalf("step %d: %v", i, err)
+					}
+					if got != st.want || held != (got == "" && st.decline && !st.noHold) {
+						t.Fatalf("step %d (%s %s): %q, held %v; want %q", i, st.mac, st.at, got, held, st.want)
 					}
 					continue
 				}
-				l, err := s.DiscoveryLease(st.mac, pool)
+				l, _, _, err := s.DiscoveryLeaseFrom(st.mac, pool, nil, !st.offer)
 				got := l.Address.String()
 				if errors.Is(err, ErrPoolExhausted) {
 					got = "exhausted"

@@ -1,0 +1,143 @@
+package bootd
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+)
+
+// A MAC gets at most maxHoldsPerMAC holds that have not ended, whatever window passes: an ended
+// hold gives its share back, and the same address again costs nothing.
+func TestHoldBudget(t *testing.T) {
+	mac := hw("52:54:00:77:77:77")
+	later, past := time.Now().Add(time.Hour), time.Now().Add(-time.Second)
+	a := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 80, 0, byte(200 + i)}) }
+	tests := []struct {
+		name  string
+		holds []time.Time // the ends of the holds made before, at a(0), a(1), ...
+		at    netip.Addr
+		want  bool
+	}{
+		{"first", nil, a(0), true},
+		{"within the share", []time.Time{later, later}, a(2), true},
+		{"over the share", []time.Time{later, later, later}, a(3), false},
+		{"an ended hold gives its share back", []time.Time{later, past, later}, a(3), true},
+		{"the same address again", []time.Time{later, later, later}, a(1), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b holdBudget
+			for i, end := range tc.holds {
+				if within, held, _ := b.take(mac, a(i), end, func() (bool, error) { return true, nil }); !within || !held {
+					t.Fatalf("setup hold %d refused", i)
+				}
+			}
+			ran := false
+			within, _, _ := b.take(mac, tc.at, later, func() (bool, error) { ran = true; return true, nil })
+			if within != tc.want || ran != tc.want {
+				t.Errorf("within %v (hold ran %v), want %v", within, ran, tc.want)
+			}
+			if other, _, _ := b.take(hw("52:54:00:00:00:09"), tc.at, later, func() (bool, error) { return true, nil }); !other {
+				t.Error("another MAC was refused: shares are per MAC")
+			}
+		})
+	}
+}
+
+// One host answering ARP for the whole pool, or declining every address it gets, holds back at
+// most maxHoldsPerMAC addresses, is named in one error, and clients keep getting addresses:
+// through the leaser's own probe, the scout's re-probe of an offer, and DECLINEs.
+func TestOneMACCannotEmptyThePool(t *testing.T) {
+	spoofer := hw("52:54:00:77:77:77")
+	everywhere := func() *fakeProber {
+		p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}
+		for a := netip.MustParseAddr("10.80.0.200"); a.Compare(netip.MustParseAddr("10.80.0.249")) <= 0; a = a.Next() {
+			p.taken[a] = spoofer
+		}
+		return p
+	}
+	tests := []struct {
+		name    string
+		prober  *fakeProber
+		scout   bool
+		clients func(t *testing.T, d *daemon) int // leases handed out
+	}{
+		{"the leaser's probe", everywhere(), false, func(t *testing.T, d *daemon) int {
+			got := 0
+			for i := range 20 {
+				for range 2 { // a client that got nothing asks again, as DHCP clients do
+					if _, ok, err := (leaser{d}).Lease(hw(fmt.Sprintf("52:54:00:00:01:%02x", i)), true, true); ok && err == nil {
+						got++
+						break
+					}
+				}
+			}
+			return got
+		}},
+		{"the re-probe of offers", &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}, true, func(t *testing.T, d *daemon) int {
+			d.scout.round(t.Context()) // every address vouched for, then the spoofer answers
+			p := d.probe.(*fakeProber)
+			p.mu.Lock()
+			p.taken = everywhere().taken
+			p.mu.Unlock()
+			got := 0
+			for i := range 20 {
+				mac := hw(fmt.Sprintf("52:54:00:00:01:%02x", i))
+				lease(t, d, mac.String(), false) // OFFER, re-probed meanwhile
+				if _, ok, err := (leaser{d}).Lease(mac, true, true); ok && err == nil {
+					got++
+				}
+			}
+			return got
+		}},
+		{"declines", &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}, false, func(t *testing.T, d *daemon) int {
+			got := 0
+			for range 20 {
+				l := lease(t, d, spoofer.String(), true)
+				got++
+				(leaser{d}).Release(spoofer, l.IP, true)
+			}
+			return got
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := testDaemon(t)
+			log, hook := test.NewNullLogger()
+			d.log, d.probe = log, tc.prober
+			if tc.scout {
+				d.scout = newScout(d)
+			}
+			if got := tc.clients(t, d); got != 20 {
+				t.Errorf("%d of 20 clients got a lease", got)
+			}
+			n := 0
+			for _, l := range d.inv.Leases() {
+				if l.Declined {
+					n++
+				}
+			}
+			if n != maxHoldsPerMAC {
+				t.Errorf("%d addresses held back, want %d", n, maxHoldsPerMAC)
+			}
+			if named := namedIn(hook, logrus.ErrorLevel, "mac", spoofer.String()); named != 1 {
+				t.Errorf("%d errors name the spoofer as over its share, want 1", named)
+			}
+		})
+	}
+}
+
+func namedIn(hook *test.Hook, level logrus.Level, key, value string) int {
+	n := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == level && e.Data[key] == value {
+			n++
+		}
+	}
+	return n
+}
