@@ -2,6 +2,7 @@ package bootd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -65,6 +66,10 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 	if err != nil {
 		return err
 	}
+	tftpConn, httpLn, err := d.listen(ctx)
+	if err != nil {
+		return err
+	}
 	d.logStart()
 	g, ctx := errgroup.WithContext(ctx)
 	if d.scout != nil {
@@ -76,8 +81,8 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 		g.Go(func() error { d.scout.run(ctx); return nil })
 	}
 	g.Go(func() error { return d.serveDHCP(ctx) })
-	g.Go(func() error { return d.serveTFTP(ctx) })
-	g.Go(func() error { return d.serveHTTP(ctx) })
+	g.Go(func() error { return d.serveTFTP(ctx, tftpConn) })
+	g.Go(func() error { return d.serveHTTP(ctx, httpLn) })
 	g.Go(func() error { return ctl.Serve(ctx, d.socketPath(), controller{d}) })
 	err = g.Wait()
 	if cerr := d.inv.Compact(); cerr != nil {
@@ -193,11 +198,33 @@ func (d *daemon) reconcile(nodes []inventory.Node) {
 	}
 }
 
-func (d *daemon) serveTFTP(ctx context.Context) error {
+// listen binds TFTP and HTTP before anything serves: a port another program holds (another
+// bootd, dnsmasq, a web server) stops bootd before its DHCP answers anyone, rather than after,
+// which under systemd's Restart= would be a DHCP server coming and going every few seconds.
+func (d *daemon) listen(ctx context.Context) (*net.UDPConn, net.Listener, error) {
 	conn, err := ListenUDP(ctx, d.cfg.Interface, d.hostPort(d.cfg.Ports.TFTP))
 	if err != nil {
-		return fmt.Errorf("tftp: %w", err)
+		return nil, nil, fmt.Errorf("tftp: %w%s", err, portHint(err, "udp", d.cfg.Ports.TFTP))
 	}
+	ln, err := ListenTCP(ctx, d.cfg.Interface, d.hostPort(d.cfg.Ports.HTTP))
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("http: %w%s", err, portHint(err, "tcp", d.cfg.Ports.HTTP))
+	}
+	d.log.WithFields(logrus.Fields{"interface": d.cfg.Interface, "tftp": conn.LocalAddr().String(), "http": ln.Addr().String()}).
+		Info("tftp and http listening")
+	return conn, ln, nil
+}
+
+// portHint says how to find who holds a port bootd could not bind.
+func portHint(err error, proto string, port int) string {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return ""
+	}
+	return fmt.Sprintf(" (another program serves %s port %d: `ss -%slnp 'sport = :%d'` names it; stop it, or move bootd's port in [ports])", proto, port, proto[:1], port)
+}
+
+func (d *daemon) serveTFTP(ctx context.Context, conn *net.UDPConn) error {
 	d.checkReplySource()
 	d.checkReversePathFilter("/proc/sys")
 	exe, err := os.Executable()
@@ -232,11 +259,7 @@ func (d *daemon) serveDHCP(ctx context.Context) error {
 	return h.Serve(ctx, d.cfg.Interface, d.cfg.Ports.DHCP)
 }
 
-func (d *daemon) serveHTTP(ctx context.Context) error {
-	ln, err := ListenTCP(ctx, d.cfg.Interface, d.hostPort(d.cfg.Ports.HTTP))
-	if err != nil {
-		return fmt.Errorf("http: %w", err)
-	}
+func (d *daemon) serveHTTP(ctx context.Context, ln net.Listener) error {
 	mask, _ := netip.AddrFromSlice(d.cfg.Netmask())
 	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway},
 		machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
