@@ -34,8 +34,11 @@ const WorkerCommand = "tftp-worker"
 const inheritedFD = 3
 
 // restartDelay and maxRestarts: a worker that dies is started again after restartDelay (the
-// socket stays bound in the parent, so requests queue meanwhile), but a worker that dies more
-// than maxRestarts times within restartWindow is broken, and serving stops with its log.
+// socket stays bound in the parent, so requests queue meanwhile). One that dies more than
+// maxRestarts times within restartWindow without ever serving is broken (a bad install), and
+// serving stops with its log. One that has served is always started again, waiting twice as
+// long after each death past maxRestarts, up to maxBackoff restart delays: whoever kills it
+// (a hostile packet, another process of its user) must not take DHCP and HTTP down with it.
 // stopWait is how long a stopping worker may finish its transfers: each ends within
 // timeout × (retries+1) once its client stops answering. Variables for tests.
 var (
@@ -46,6 +49,7 @@ var (
 const (
 	maxRestarts   = 5
 	restartWindow = time.Minute
+	maxBackoff    = 30
 )
 
 // Worker runs TFTP in a child process on a socket the parent bound, relays the child's log
@@ -85,14 +89,15 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 			l.cred = nil
 		}
 		deaths = append(recent(deaths, restartWindow), time.Now())
-		if len(deaths) > maxRestarts {
+		if len(deaths) > maxRestarts && !everReady {
 			return fmt.Errorf("tftp worker died %d times within %s, last: %w", len(deaths), restartWindow, err)
 		}
-		w.Server.log.WithError(err).Errorf("tftp worker died; starting it again in %s", restartDelay)
+		wait := backoff(len(deaths))
+		w.Server.log.WithError(err).Errorf("tftp worker died; starting it again in %s", wait)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(restartDelay):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -107,6 +112,14 @@ func startRefused(err error) bool {
 	}
 	var exit *exec.ExitError
 	return errors.As(err, &exit) && exit.ExitCode() == exitRefused
+}
+
+// backoff is the wait before the next start after deaths deaths within restartWindow.
+func backoff(deaths int) time.Duration {
+	if deaths <= maxRestarts {
+		return restartDelay
+	}
+	return restartDelay * time.Duration(min(1<<min(deaths-maxRestarts, 16), maxBackoff))
 }
 
 func recent(ts []time.Time, window time.Duration) []time.Time {

@@ -240,6 +240,29 @@ func TestWorkerServesRelaysAndRestarts(t *testing.T) {
 	}
 }
 
+// A worker that has served is started again however often it is killed, ever slower past
+// maxRestarts: killing it must not stop bootd's DHCP and HTTP with it.
+func TestWorkerThatServedIsAlwaysRestarted(t *testing.T) {
+	testhook.Set(t, &restartDelay, 10*time.Millisecond)
+	addr, hook, stop := startWorker(t, testExe(t), ipxeDir(t))
+	checkServes(t, addr, "undionly.kpxe")
+	for i := range maxRestarts + 3 {
+		var pids []int
+		waitFor(t, "a worker", func() bool { pids = workerPids(t); return len(pids) == 1 })
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, fmt.Sprintf("the worker started again after kill %d", i+1), func() bool { p := workerPids(t); return len(p) == 1 && p[0] != pids[0] })
+	}
+	checkServes(t, addr, "ipxe.efi")
+	if hasEntry(hook, logrus.ErrorLevel, "tftp worker died; starting it again in 80ms") == nil {
+		t.Error("no longer wait logged after the 8th death (10 ms doubled three times)")
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Serve after cancel: %v, want nil", err)
+	}
+}
+
 // TestWorkerThatKeepsDying: a worker that cannot run is restarted a few times, its output is
 // relayed as errors, and then Serve gives up with the reason.
 func TestWorkerThatKeepsDying(t *testing.T) {
