@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 
@@ -13,7 +14,8 @@ import (
 const listHelp = `Usage: imgbuild list [NAME] [--out DIR]
 
 Lists the versions in the images directory (of every image, or of NAME), oldest first, each
-verified the way bootd verifies it (sizes and sha256 of every file).
+verified the way bootd verifies it (sizes and sha256 of every file). Exits 1 when a version is
+broken: bootd refuses it.
 `
 
 func runList(ctx context.Context, args []string) error {
@@ -31,20 +33,47 @@ func runList(ctx context.Context, args []string) error {
 	if len(pos) == 1 {
 		name = pos[0]
 	}
-	versions, err := imgbuild.List(c.out, name)
+	return list(os.Stdout, c.out, name)
+}
+
+// list writes the versions as a table to w and fails when one of them is broken, so that a
+// script (CI after publishing) hears of it from the exit status.
+func list(w io.Writer, out, name string) error {
+	versions, err := imgbuild.List(out, name)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	if len(versions) == 0 {
+		return none(w, out, name)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "IMAGE\tVERSION\tCREATED\tSIZE\tLAYERS\tSTATUS")
+	broken := 0
 	for _, v := range versions {
 		m, status := v.Image.Manifest, "ok"
 		if v.Err != nil {
 			status = "BROKEN: " + v.Err.Error()
+			broken++
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f MiB\t%d\t%s\n", m.Name, m.Version, m.Created.Format("2006-01-02 15:04"), float64(v.Size)/(1<<20), len(m.Layers), status)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if broken > 0 {
+		return fmt.Errorf("%d of %d versions broken: bootd refuses them", broken, len(versions))
+	}
+	return nil
+}
+
+// none says that there is nothing to list yet, rather than an error about a missing directory.
+func none(w io.Writer, out, name string) error {
+	what := "no image built yet in " + out
+	if name != "" {
+		what = "no version of " + name + " in " + out
+	}
+	_, err := fmt.Fprintf(w, "%s: imgbuild build writes versions there\n", what)
+	return err
 }
 
 const diffHelp = `Usage: imgbuild diff NAME A B [--out DIR]

@@ -175,6 +175,10 @@ func (m Manifest) checkLayers() error {
 	return nil
 }
 
+// CheckVersion checks a version name by the rule Validate applies to it, so that a builder can
+// refuse a bad one before the hours of work that Write would otherwise refuse at the end.
+func CheckVersion(v string) error { return checkName("version", v) }
+
 // checkName accepts a single safe path element: [A-Za-z0-9._-], not starting
 // with '.', so it can never be "..", a hidden temp dir, or contain a '/'.
 func checkName(what, s string) error {

@@ -33,6 +33,12 @@ type Report struct {
 // A stale or tampered lock, a package whose hash differs, or any failure leaves no version.
 func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 	start := time.Now()
+	if o.Version != "" {
+		// Now, not in artifact.Write after the whole build.
+		if err := artifact.CheckVersion(o.Version); err != nil {
+			return nil, fmt.Errorf("--version: %w", err)
+		}
+	}
 	plan, lock, err := loadLocked(imagePath, o)
 	if err != nil {
 		return nil, err
@@ -126,7 +132,7 @@ func loadLocked(imagePath string, o Options) (*spec.Plan, *resolve.LockFile, err
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := lock.CheckFresh(lockDigest(plan), layerRefs(plan)...); err != nil {
+	if err := lock.CheckFresh(lockDigest(plan), layerRefs(plan)); err != nil {
 		return nil, nil, err
 	}
 	return plan, lock, nil

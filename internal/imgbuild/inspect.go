@@ -1,7 +1,9 @@
 package imgbuild
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,12 +20,12 @@ type Version struct {
 }
 
 // List returns the versions of every image in outDir (or of one, when name is set), each
-// checked the way bootd checks it.
+// checked the way bootd checks it. A directory no build has made yet holds no versions.
 func List(outDir, name string) ([]Version, error) {
 	names := []string{name}
 	if name == "" {
 		var err error
-		if names, err = artifact.ReadNames(outDir); err != nil {
+		if names, err = readNames(outDir); err != nil {
 			return nil, err
 		}
 	}
@@ -39,7 +41,7 @@ func List(outDir, name string) ([]Version, error) {
 }
 
 func versionsOf(dir string) ([]Version, error) {
-	versions, err := artifact.ReadNames(dir) // skips .tmp- dirs, builds in progress
+	versions, err := readNames(dir) // skips .tmp- dirs, builds in progress
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +61,15 @@ func versionsOf(dir string) ([]Version, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Image.Manifest.Created.Before(out[j].Image.Manifest.Created) })
 	return out, nil
+}
+
+// readNames is artifact.ReadNames, with no names in a directory that does not exist.
+func readNames(dir string) ([]string, error) {
+	names, err := artifact.ReadNames(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return names, err
 }
 
 // Change is one package that differs between two versions.

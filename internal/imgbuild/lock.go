@@ -23,9 +23,17 @@ func Lock(ctx context.Context, imagePath string, o Options) (string, *resolve.Lo
 	}
 	req := resolve.Request{Image: plan.Image.Name, SpecDigest: lockDigest(plan), ReleaseVer: plan.Image.ReleaseVer,
 		Arch: plan.Image.Arch, SourceDateEpoch: epoch, Layers: lockLayers(plan)}
-	work := filepath.Join(o.CacheDir, "lock-"+plan.Image.Name)
-	defer os.RemoveAll(work)
-	lock, err := resolve.Lock(ctx, req, work, o.Log)
+	// Scratch of its own: locks take no cache lock, and two locks of one image at once (two
+	// checkouts sharing a cache) must neither clear nor mix each other's installroots.
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return "", nil, err
+	}
+	scratch, err := os.MkdirTemp(o.CacheDir, "lock-"+plan.Image.Name+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	defer os.RemoveAll(scratch)
+	lock, err := resolve.Lock(ctx, req, filepath.Join(scratch, "work"), o.Log)
 	if err != nil {
 		return "", nil, err
 	}

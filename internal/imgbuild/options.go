@@ -74,14 +74,16 @@ func layerRefs(p *spec.Plan) []resolve.LayerRef {
 // directory, else now. Every build of that lock then stamps the same times.
 func sourceDateEpoch(imagePath string) (int64, error) {
 	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
+		// Not 0: rpm takes an unset or zero SOURCE_DATE_EPOCH alike and records the build's own time.
 		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a Unix time", s)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want a positive Unix time", s)
 		}
 		return n, nil
 	}
-	out, err := exec.Command("git", "-C", filepath.Dir(imagePath), "log", "-1", "--format=%ct").Output()
-	if n, perr := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil && perr == nil {
+	// The pathspec limits the log to commits touching the directory, not the whole repository's.
+	out, err := exec.Command("git", "-C", filepath.Dir(imagePath), "log", "-1", "--format=%ct", "--", ".").Output()
+	if n, perr := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil && perr == nil && n > 0 {
 		return n, nil
 	}
 	return time.Now().Unix(), nil

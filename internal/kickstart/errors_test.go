@@ -68,12 +68,27 @@ func TestImageRefuses(t *testing.T) {
 	}
 }
 
+// TestImageRefusesStaleLock: a lock of another image, or one whose layers are not the image's
+// one to one (a hand edit or a bad merge that kept spec_digest), is refused, not rendered.
 func TestImageRefusesStaleLock(t *testing.T) {
-	p := realPlan(t, "compute")
-	lock := fakeLock(realPlan(t, "master"))
-	var stale *resolve.StaleError
-	if _, err := Image(p, lock, templates); !errors.As(err, &stale) {
-		t.Errorf("error %v, want a stale lock", err)
+	tests := []struct {
+		name   string
+		change func(lock *resolve.LockFile)
+	}{
+		{"lock of another image", func(lock *resolve.LockFile) { *lock = *fakeLock(realPlan(t, "master")) }},
+		{"a layer fewer", func(lock *resolve.LockFile) { lock.Layers = lock.Layers[:len(lock.Layers)-1] }},
+		{"layers reordered", func(lock *resolve.LockFile) { lock.Layers[0], lock.Layers[1] = lock.Layers[1], lock.Layers[0] }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := realPlan(t, "compute")
+			lock := fakeLock(p)
+			tt.change(lock)
+			var stale *resolve.StaleError
+			if _, err := Image(p, lock, templates); !errors.As(err, &stale) {
+				t.Errorf("error %v, want a stale lock", err)
+			}
+		})
 	}
 }
 

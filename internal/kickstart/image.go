@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"text/template"
@@ -71,19 +70,13 @@ func Image(plan *spec.Plan, lock *resolve.LockFile, templates fs.FS) ([]byte, er
 }
 
 // checkLock wants the lock made for this plan, so that the disk install gets
-// the packages the netboot image has.
+// the packages the netboot image has, and its layers one to one with the plan's.
 func checkLock(plan *spec.Plan, lock *resolve.LockFile) error {
 	refs := make([]resolve.LayerRef, len(plan.Layers))
 	for i, l := range plan.Layers {
 		refs[i] = resolve.LayerRef{Name: l.Name, Digest: l.Digest}
 	}
-	if err := lock.CheckFresh("sha256:"+plan.LockDigest(), refs...); err != nil {
-		return err
-	}
-	if len(lock.Layers) != len(plan.Layers) {
-		return fmt.Errorf("lock of %s has %d layers, the image %d", lock.Image, len(lock.Layers), len(plan.Layers))
-	}
-	return nil
+	return lock.CheckFresh("sha256:"+plan.LockDigest(), refs)
 }
 
 func newImageView(plan *spec.Plan, lock *resolve.LockFile) (*imageView, error) {
@@ -217,12 +210,9 @@ func file(f spec.File) (fileView, error) {
 			return fileView{}, err
 		}
 	}
-	data := []byte(f.Content)
-	if f.Source != "" {
-		var err error
-		if data, err = os.ReadFile(f.SourcePath); err != nil {
-			return fileView{}, fmt.Errorf("read source: %w", err)
-		}
+	data, err := f.Data()
+	if err != nil {
+		return fileView{}, fmt.Errorf("read source: %w", err)
 	}
 	return fileView{Path: f.Path, Mode: unixMode(f.Mode), Owner: f.Owner, Group: f.Group,
 		Base64: wrap(base64.StdEncoding.EncodeToString(data), 76)}, nil

@@ -173,6 +173,10 @@ func (l *LockFile) validate() error {
 	if !digestRe.MatchString(l.SpecDigest) {
 		return fmt.Errorf("spec_digest %q: want sha256:<64 hex digits>", l.SpecDigest)
 	}
+	if l.SourceDateEpoch <= 0 {
+		// rpm takes 0 for unset and records the build's own time: builds would differ.
+		return fmt.Errorf("source_date_epoch: %d is not a positive Unix time", l.SourceDateEpoch)
+	}
 	repos, err := l.repoSet()
 	if err != nil {
 		return err
@@ -261,37 +265,47 @@ type LayerRef struct {
 type StaleError struct {
 	LockPath string
 	SpecPath string
-	Changed  []string // what changed, when the caller passed its layers
+	Changed  []string // what differs
+	// Inconsistent: the spec digest is current but the layers are not the image's, so the lock
+	// was edited or merged by hand.
+	Inconsistent bool
 }
 
 func (e *StaleError) Error() string {
 	msg := e.LockPath + " is stale: the layers or image changed since it was locked"
-	if len(e.Changed) > 0 {
-		msg += " (" + strings.Join(e.Changed, "; ") + ")"
+	if e.Inconsistent {
+		msg = e.LockPath + " does not match its image: its spec_digest is current but its layers are not the image's"
 	}
-	return msg + "; run imgbuild lock " + e.SpecPath
+	return msg + " (" + strings.Join(e.Changed, "; ") + "); run imgbuild lock " + e.SpecPath
 }
 
-// CheckFresh refuses a lock whose spec digest is not specDigest. Given the
-// image's current layers, the error also names the layers that were added,
-// removed, reordered or changed.
-func (l *LockFile) CheckFresh(specDigest string, layers ...LayerRef) error {
-	if l.SpecDigest == specDigest {
+// CheckFresh refuses a lock whose spec digest is not specDigest or whose layers are not
+// layers: the same count, names, order and digests. Builds then take the lock's layers one to
+// one for the image's. The error names the layers added, removed, reordered or changed.
+func (l *LockFile) CheckFresh(specDigest string, layers []LayerRef) error {
+	changed := l.changedLayers(layers)
+	if len(changed) == 0 && l.SpecDigest == specDigest {
 		return nil
 	}
 	lockPath := l.path
 	if lockPath == "" {
 		lockPath = "images/" + l.Image + ".lock.json"
 	}
-	return &StaleError{
-		LockPath: lockPath,
-		SpecPath: strings.TrimSuffix(lockPath, ".lock.json") + ".toml",
-		Changed:  l.changedLayers(layers),
+	e := &StaleError{
+		LockPath:     lockPath,
+		SpecPath:     strings.TrimSuffix(lockPath, ".lock.json") + ".toml",
+		Changed:      changed,
+		Inconsistent: l.SpecDigest == specDigest,
 	}
+	if len(changed) == 0 {
+		e.Changed = []string{"image definition or input files changed"}
+	}
+	return e
 }
 
+// changedLayers says how the lock's layers differ from layers; nothing when they are the same.
 func (l *LockFile) changedLayers(layers []LayerRef) []string {
-	if len(layers) == 0 {
+	if sameLayers(l.Layers, layers) {
 		return nil
 	}
 	locked := map[string]string{}
@@ -321,8 +335,20 @@ func (l *LockFile) changedLayers(layers []LayerRef) []string {
 	if len(out) == 0 && strings.Join(lockedOrder, ",") != strings.Join(nowOrder, ",") {
 		out = append(out, "layer order changed")
 	}
-	if len(out) == 0 {
-		out = append(out, "image definition or input files changed")
+	if len(out) == 0 { // a name repeated on one side only: no lock Read accepts has that
+		out = append(out, "layers differ")
 	}
 	return out
+}
+
+func sameLayers(locked []LockLayer, layers []LayerRef) bool {
+	if len(locked) != len(layers) {
+		return false
+	}
+	for i, ly := range layers {
+		if locked[i].Name != ly.Name || locked[i].Digest != ly.Digest {
+			return false
+		}
+	}
+	return true
 }

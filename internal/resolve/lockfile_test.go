@@ -39,6 +39,9 @@ func TestReadIsStrict(t *testing.T) {
 		{"unknown repo", `"repo": "baseos"`, `"repo": "epel"`, `repo "epel": not in repos`},
 		{"missing version", `"version": "5.1.8"`, `"version": ""`, "version: missing"},
 		{"bad spec digest", specDigest, "sha256:zz", "spec_digest"},
+		{"zero epoch, which rpm ignores", `"source_date_epoch": 1700000000`, `"source_date_epoch": 0`, "source_date_epoch: 0 is not a positive Unix time"},
+		{"negative epoch", `"source_date_epoch": 1700000000`, `"source_date_epoch": -1`, "source_date_epoch: -1 is not"},
+		{"no epoch", `"source_date_epoch": 1700000000,`, ``, "source_date_epoch: 0 is not"},
 		{"trailing data", "}\n", "}\n{}", "data after"},
 	}
 	dir := t.TempDir()
@@ -88,42 +91,62 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCheckFresh: a lock is fresh only when its spec digest and its layers (count, names, order,
+// digests) are the image's; builds take its layers one to one for the image's.
 func TestCheckFresh(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "images")
 	os.MkdirAll(dir, 0o755)
 	p := filepath.Join(dir, "compute.lock.json")
-	if err := sampleLock().Write(p); err != nil {
+	lock := sampleLock()
+	lock.Layers = append(lock.Layers, resolve.LockLayer{Name: "nfs", Digest: "sha256:cc"})
+	if err := lock.Write(p); err != nil {
 		t.Fatal(err)
 	}
 	l, err := resolve.Read(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.CheckFresh(specDigest); err != nil {
-		t.Errorf("fresh lock refused: %v", err)
-	}
 	other := "sha256:" + hexA
+	base, nfs := resolve.LayerRef{Name: "base", Digest: "sha256:aa"}, resolve.LayerRef{Name: "nfs", Digest: "sha256:cc"}
+	mpi := resolve.LayerRef{Name: "mpi", Digest: "sha256:dd"}
+	stale := p + " is stale: the layers or image changed since it was locked ("
+	wrong := p + " does not match its image: its spec_digest is current but its layers are not the image's ("
 	tests := []struct {
 		name   string
+		digest string
 		layers []resolve.LayerRef
-		want   string
+		want   string // "" for fresh
 	}{
-		{"plain", nil, p + " is stale: the layers or image changed since it was locked; run imgbuild lock " + filepath.Join(dir, "compute.toml")},
-		{"layer changed", []resolve.LayerRef{{"base", "sha256:bb"}}, "(layer base changed)"},
-		{"layer added", []resolve.LayerRef{{"base", "sha256:aa"}, {"nfs", "sha256:cc"}}, "(layer nfs added)"},
-		{"layer removed", []resolve.LayerRef{}, "is stale"},
-		{"image changed", []resolve.LayerRef{{"base", "sha256:aa"}}, "(image definition or input files changed)"},
+		{"fresh", specDigest, []resolve.LayerRef{base, nfs}, ""},
+		{"image changed", other, []resolve.LayerRef{base, nfs}, stale + "image definition or input files changed); run imgbuild lock " + filepath.Join(dir, "compute.toml")},
+		{"layer changed", other, []resolve.LayerRef{{"base", "sha256:bb"}, nfs}, stale + "layer base changed)"},
+		{"layer added", other, []resolve.LayerRef{base, nfs, mpi}, stale + "layer mpi added)"},
+		{"layer removed", other, []resolve.LayerRef{base}, stale + "layer nfs removed)"},
+		{"layers reordered", other, []resolve.LayerRef{nfs, base}, stale + "layer order changed)"},
+		{"lock lacks a layer, digest current", specDigest, []resolve.LayerRef{base, nfs, mpi}, wrong + "layer mpi added)"},
+		{"lock has a layer more, digest current", specDigest, []resolve.LayerRef{base}, wrong + "layer nfs removed)"},
+		{"lock reordered, digest current", specDigest, []resolve.LayerRef{nfs, base}, wrong + "layer order changed)"},
+		{"lock layer digest edited, digest current", specDigest, []resolve.LayerRef{base, {"nfs", "sha256:ee"}}, wrong + "layer nfs changed)"},
+		{"no layers given", specDigest, nil, wrong + "layer base removed; layer nfs removed)"},
 	}
 	for _, tt := range tests {
-		err := l.CheckFresh(other, tt.layers...)
-		var se *resolve.StaleError
-		if !errors.As(err, &se) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: err %v, want %q", tt.name, err, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			err := l.CheckFresh(tt.digest, tt.layers)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("fresh lock refused: %v", err)
+				}
+				return
+			}
+			var se *resolve.StaleError
+			if !errors.As(err, &se) || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("err %v, want a StaleError starting %q", err, tt.want)
+			}
+		})
 	}
 	unread := sampleLock()
-	want := "images/compute.lock.json is stale: the layers or image changed since it was locked; run imgbuild lock images/compute.toml"
-	if err := unread.CheckFresh(other); err == nil || err.Error() != want {
+	want := "images/compute.lock.json is stale: the layers or image changed since it was locked (image definition or input files changed); run imgbuild lock images/compute.toml"
+	if err := unread.CheckFresh(other, []resolve.LayerRef{base}); err == nil || err.Error() != want {
 		t.Errorf("err %v, want %q", err, want)
 	}
 }

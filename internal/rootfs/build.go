@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -46,6 +47,11 @@ type Builder struct {
 // Build applies steps in order and leaves a copy of the top layer's tree at dst (which must not
 // exist). Layers whose key is cached are reused; the others are built from their parent's tree.
 func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result, error) {
+	// The host's umask must not reach the image: the tree's root, the parents of layer files,
+	// the account files and what commands create would get 0750 dirs under umask 027 on one
+	// host and 0755 on another. Set here, where trees are made, every caller gets the same
+	// trees; the umask is the process's, so the caller's comes back after the build.
+	defer syscall.Umask(syscall.Umask(0o022))
 	if err := CleanStale(filepath.Join(b.CacheDir, "layers"), stagePrefix); err != nil {
 		return nil, err
 	}
@@ -53,7 +59,7 @@ func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result
 	parent, parentKey := "", ""
 	for _, st := range steps {
 		start := time.Now()
-		key := layerKey(parentKey, st)
+		key := b.layerKey(parentKey, st)
 		dir := filepath.Join(b.CacheDir, "layers", key)
 		cached := exists(dir)
 		if !cached {
@@ -72,12 +78,17 @@ func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result
 	return results, copyTree(ctx, parent, dst)
 }
 
-// layerKey is sha256 over the parent's key, the layer definition's digest (which covers its
-// input files) and the locked packages: any change to one of them changes this layer's key and,
-// through the parent key, every key above it.
-func layerKey(parentKey string, st Step) string {
+// keyFormat names the way this builder makes trees. Change it whenever the builder changes what
+// a tree holds, so that trees an older builder left in the cache are not taken for this one's.
+const keyFormat = "rootfs/2"
+
+// layerKey is sha256 over the builder's format, the parent's key, the layer definition's digest
+// (which covers its input files), the epoch (rpm's install times, the commands'
+// SOURCE_DATE_EPOCH) and the locked packages: any change to one of them changes this layer's key
+// and, through the parent key, every key above it.
+func (b *Builder) layerKey(parentKey string, st Step) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "parent %s\nlayer %s\n", parentKey, st.Layer.Digest)
+	fmt.Fprintf(h, "format %s\nparent %s\nlayer %s\nepoch %d\n", keyFormat, parentKey, st.Layer.Digest, b.Epoch)
 	for _, d := range st.RPMDigests {
 		fmt.Fprintf(h, "rpm %s\n", d)
 	}

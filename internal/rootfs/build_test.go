@@ -2,8 +2,13 @@ package rootfs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +119,44 @@ func TestBuildAppliesLayers(t *testing.T) {
 	}
 }
 
+// TestBuildIgnoresUmask: a build under umask 027 gives the tree a build under 022 gives, mode
+// for mode: the tree's root, a layer file's parent directory, what a command creates.
+func TestBuildIgnoresUmask(t *testing.T) {
+	requireRoot(t)
+	base, top, baseRPMs, topRPMs := testLayers(t)
+	top.Run = append(top.Run, spec.Command{Command: "mkdir -p /var/lib/munge/state", Description: "a directory"})
+	modes := func(umask int) map[string]fs.FileMode {
+		t.Helper()
+		defer syscall.Umask(syscall.Umask(umask))
+		dst := filepath.Join(t.TempDir(), "tree")
+		if _, err := newBuilder(t, &fakeInstall{}).Build(context.Background(), []Step{{Layer: base, RPMs: baseRPMs}, {Layer: top, RPMs: topRPMs}}, dst); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]fs.FileMode{}
+		err := filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			out[strings.TrimPrefix(p, dst)] = fi.Mode()
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want, got := modes(0o022), modes(0o027)
+	for _, p := range []string{"", "/etc/munge", "/var/lib/munge/marker", "/var/lib/munge/state"} {
+		if got[p] != want[p] {
+			t.Errorf("%q: mode %v under umask 027, %v under 022", p, got[p], want[p])
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("modes differ under umask 027:\n got %v\nwant %v", got, want)
+	}
+}
+
 func TestLayerCache(t *testing.T) {
 	requireRoot(t)
 	base, top, baseRPMs, topRPMs := testLayers(t)
@@ -142,6 +185,21 @@ func TestLayerCache(t *testing.T) {
 	if got := cached(build()); got[0] || got[1] {
 		t.Fatalf("after editing base cached %v, want both rebuilt", got)
 	}
+	b.Epoch++ // rpm's install times and the commands' SOURCE_DATE_EPOCH differ
+	if got := cached(build()); got[0] || got[1] {
+		t.Fatalf("after changing the epoch cached %v, want both rebuilt", got)
+	}
+}
+
+// TestLayerKeyLeavesOldTrees: a tree the previous builder (no format, no epoch in its key) left
+// in the cache is never this builder's: its key differs even for the same inputs.
+func TestLayerKeyLeavesOldTrees(t *testing.T) {
+	st := Step{Layer: &spec.Layer{Name: "base", Digest: "d-base"}, RPMDigests: []string{"a"}}
+	h := sha256.New()
+	fmt.Fprintf(h, "parent %s\nlayer %s\nrpm a\n", "", "d-base")
+	if key := (&Builder{Epoch: 1700000000}).layerKey("", st); key == hex.EncodeToString(h.Sum(nil)) {
+		t.Fatalf("key %s is the one the rootfs/1 builder gave", key)
+	}
 }
 
 func TestFailedLayerLeavesNoCacheEntry(t *testing.T) {
@@ -167,6 +225,23 @@ func TestFileOutsideTreeRefused(t *testing.T) {
 	err := writeFile(tree, spec.File{Path: "/etc/evil", Content: "x", Mode: 0o644})
 	if err == nil || !strings.Contains(err.Error(), "leaves the image") {
 		t.Fatalf("err = %v, want a refusal to write through a symlink out of the image", err)
+	}
+}
+
+// TestFileSourceOutsideLayersRefused: a source that became a symlink out of the layers
+// directory after the layer loaded is not copied into the image.
+func TestFileSourceOutsideLayersRefused(t *testing.T) {
+	layers, tree := t.TempDir(), t.TempDir()
+	if err := os.Symlink("/etc/passwd", filepath.Join(layers, "conf")); err != nil {
+		t.Fatal(err)
+	}
+	f := spec.File{Path: "/etc/conf", Source: "conf", LayersDir: layers, SourcePath: filepath.Join(layers, "conf"), Mode: 0o644}
+	err := writeFile(tree, f)
+	if err == nil || !strings.Contains(err.Error(), "escapes") {
+		t.Fatalf("err = %v, want a refusal to read through a symlink out of the layers directory", err)
+	}
+	if _, err := os.Lstat(filepath.Join(tree, "etc/conf")); err == nil {
+		t.Error("the host file was written into the image")
 	}
 }
 

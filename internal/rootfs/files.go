@@ -27,11 +27,9 @@ func writeFile(tree string, f spec.File) error {
 	if err != nil {
 		return err
 	}
-	data := []byte(f.Content)
-	if f.Source != "" {
-		if data, err = os.ReadFile(f.SourcePath); err != nil {
-			return err
-		}
+	data, err := f.Data() // a source is read inside the layers directory only
+	if err != nil {
+		return err
 	}
 	uid, err := resolveOwner(tree, "passwd", f.Owner)
 	if err != nil {

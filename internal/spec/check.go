@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode"
 )
 
 // Checks for single values. Each says what is wrong, or returns "", so
@@ -92,6 +93,24 @@ func checkAbs(s string) string {
 		return fmt.Sprintf("%q is not a clean absolute path", s)
 	}
 	return ""
+}
+
+// checkPasswdField refuses what would split an /etc/passwd line, into which a user's comment,
+// home and shell are written as they are: ':' separates its fields, a newline its lines (another
+// line could add a uid-0 account), and no other control character belongs there either.
+func checkPasswdField(s string) string {
+	if strings.IndexFunc(s, func(c rune) bool { return c == ':' || unicode.IsControl(c) }) >= 0 {
+		return fmt.Sprintf("%q has a ':' or a control character, which /etc/passwd cannot hold", s)
+	}
+	return ""
+}
+
+// checkPasswdPath wants a home or shell: a clean absolute path that /etc/passwd can hold.
+func checkPasswdPath(s string) string {
+	if msg := checkPasswdField(s); msg != "" {
+		return msg
+	}
+	return checkAbs(s)
 }
 
 // checkID wants a fixed uid or gid: not root's, and within 16 bits.

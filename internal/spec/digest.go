@@ -85,8 +85,8 @@ func canonFiles(files []File) ([]canonFile, error) {
 	for _, f := range files {
 		c := canonFile{Path: f.Path, Source: f.Source, Content: f.Content, Mode: uint32(f.Mode),
 			Owner: f.Owner, Group: f.Group}
-		if f.SourcePath != "" {
-			sum, err := sha256hex.File(f.SourcePath)
+		if f.Source != "" {
+			sum, err := f.sourceSHA256()
 			if err != nil {
 				return nil, err
 			}
@@ -95,6 +95,20 @@ func canonFiles(files []File) ([]canonFile, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// sourceSHA256 hashes the source as builds read it: through openSource.
+func (f File) sourceSHA256() (string, error) {
+	in, err := f.openSource()
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	sum, _, err := sha256hex.Of(in)
+	if err != nil {
+		return "", fmt.Errorf("hash %s: %w", f.Source, err)
+	}
+	return sum, nil
 }
 
 // hashJSON hashes v's JSON encoding, which is canonical for the types

@@ -1,7 +1,9 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -83,28 +85,69 @@ func fileMode(n uint64) fs.FileMode {
 	return m
 }
 
-// findSource sets f.SourcePath and checks that it is a regular file.
+// findSource sets f.SourcePath and f.LayersDir and checks that Source is a regular file inside
+// the layers directory, symlinks followed only as far as they stay inside it.
 func findSource(r *reader, dir, path string, f *File) {
 	if f.Source == "" || r.err != nil {
 		return
 	}
-	abs, err := filepath.Abs(filepath.Join(dir, f.Source))
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		r.fail(path+".source", "%v", err)
 		return
 	}
-	f.SourcePath = abs
-	switch fi, err := os.Stat(abs); {
+	f.LayersDir, f.SourcePath = abs, filepath.Join(abs, f.Source)
+	switch fi, err := f.statSource(); {
 	case err != nil:
-		r.fail(path+".source", "%s", statMessage(f.Source, err))
+		r.fail(path+".source", "%s", sourceMessage(f.Source, err))
 	case !fi.Mode().IsRegular():
 		r.fail(path+".source", "%s is not a regular file", f.Source)
 	}
 }
 
-func statMessage(source string, err error) string {
-	if os.IsNotExist(err) {
+// sourceMessage says why a source cannot be read. Other than a missing file that is, in
+// practice, os.Root refusing a symlink that leads out of the layers directory.
+func sourceMessage(source string, err error) string {
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("no file %s in the layers directory", source)
+	case errors.As(err, &pe):
+		return fmt.Sprintf("%s: %v (a source must stay inside the layers directory, symlinks included)", source, pe.Err)
 	}
 	return err.Error()
+}
+
+func (f File) statSource() (fs.FileInfo, error) {
+	root, err := os.OpenRoot(f.LayersDir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.Stat(f.Source)
+}
+
+// openSource opens Source through an os.Root on the layers directory, so that a symlink out of
+// it (files/conf -> /etc/shadow) cannot pull a host file into the image or its digest, even one
+// made after the layer was loaded.
+func (f File) openSource() (*os.File, error) {
+	root, err := os.OpenRoot(f.LayersDir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close() // the opened file stays usable
+	return root.Open(f.Source)
+}
+
+// Data is what the file holds: Content, or Source's bytes read through openSource.
+func (f File) Data() ([]byte, error) {
+	if f.Source == "" {
+		return []byte(f.Content), nil
+	}
+	in, err := f.openSource()
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	return io.ReadAll(in)
 }

@@ -61,12 +61,12 @@ func checkLayer(t *testing.T, l *Layer) {
 		if checkAbs(f.Path) != "" || f.Mode&^(0o777|os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
 			t.Errorf("file %+v", f)
 		}
-		if f.Source != "" && !filepath.IsAbs(f.SourcePath) {
+		if f.Source != "" && (!filepath.IsAbs(f.SourcePath) || !filepath.IsAbs(f.LayersDir)) {
 			t.Errorf("file %+v has no absolute source path", f)
 		}
 	}
 	for _, u := range l.Users {
-		if checkID(u.UID) != "" || checkID(u.GID) != "" {
+		if checkID(u.UID) != "" || checkID(u.GID) != "" || checkPasswdField(u.Home+u.Shell+u.Comment) != "" {
 			t.Errorf("user %+v", u)
 		}
 	}

@@ -61,7 +61,10 @@ type File struct {
 	Mode       fs.FileMode
 	Owner      string
 	Group      string
-	SourcePath string // absolute path of Source on this machine; "" for Content
+	SourcePath string // absolute path of Source on this machine, for messages; "" for Content
+	// LayersDir is the absolute directory Source is relative to. Sources are read only inside
+	// it, through os.Root (File.Data): a symlink out of it is refused.
+	LayersDir string
 }
 
 // Services are systemd units to enable or disable.
@@ -208,11 +211,12 @@ func readUsers(t table) []User {
 		check(ut, "uid", checkID(u.UID))
 		check(ut, "gid", checkID(u.GID))
 		if u.Home != "" {
-			check(ut, "home", checkAbs(u.Home))
+			check(ut, "home", checkPasswdPath(u.Home))
 		}
 		if u.Shell != "" {
-			check(ut, "shell", checkAbs(u.Shell))
+			check(ut, "shell", checkPasswdPath(u.Shell))
 		}
+		check(ut, "comment", checkPasswdField(u.Comment))
 		users = append(users, u)
 	}
 	return users

@@ -144,7 +144,7 @@ content = "m"
 		Users:   []User{{Name: "slurm", UID: 981, GID: 981, Home: "/var/lib/slurm", Shell: "/sbin/nologin", Comment: "Slurm"}},
 		Files: []File{
 			{Path: "/etc/motd", Source: "files/x/motd", Mode: 0o644, Owner: "root", Group: "root",
-				SourcePath: filepath.Join(dir, "files/x/motd")},
+				SourcePath: filepath.Join(dir, "files/x/motd"), LayersDir: dir},
 			{Path: "/usr/local/bin/x", Content: "#!/bin/sh\n", Mode: 0o755 | fs.ModeSetuid, Owner: "slurm", Group: "slurm"},
 		},
 		Services: Services{Enable: []string{"munge"}, Disable: []string{"kdump"}},
@@ -201,5 +201,77 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSourceSymlinks: a source is read inside the layers directory only. A symlink in it that
+// leads out (to a host file, up and out, a directory of the host) is refused at its key; one
+// that stays inside is followed.
+func TestSourceSymlinks(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret")
+	writeFiles(t, filepath.Dir(outside), map[string]string{"secret": "host only\n"})
+	tests := []struct {
+		name, source string
+		links        map[string]string // path in the layers directory -> target
+		want         string            // "" when it loads
+	}{
+		{"to a host file", "files/conf", map[string]string{"files/conf": outside}, "files/conf: path escapes from parent"},
+		{"up and out", "files/conf", map[string]string{"files/conf": "../../secret"}, "path escapes from parent"},
+		{"through a directory of the host", "host/secret", map[string]string{"host": filepath.Dir(outside)}, "host/secret: path escapes"},
+		{"inside", "files/conf", map[string]string{"files/conf": "motd"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "layers")
+			path := filepath.Join(dir, "l.toml")
+			writeFiles(t, filepath.Dir(dir), map[string]string{"secret": "beside the layers directory\n"})
+			writeFiles(t, dir, map[string]string{"files/motd": "hello\n", "l.toml": "name = \"l\"\n[[files]]\npath = \"/etc/motd\"\nsource = \"" + tt.source + "\"\n"})
+			for p, target := range tt.links {
+				if err := os.Symlink(target, filepath.Join(dir, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := LoadLayer(path)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if data, err := l.Files[0].Data(); string(data) != "hello\n" {
+					t.Errorf("data %q, %v; want the file the link names", data, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want one containing %q", err, tt.want)
+			}
+			checkLocated(t, err, path)
+			if e := new(tomlpos.Error); errors.As(err, &e) && (e.Key != "files[0].source" || e.Line != 4) {
+				t.Errorf("error at %d: %s, want 4: files[0].source", e.Line, e.Key)
+			}
+		})
+	}
+}
+
+// TestSourceSwappedForSymlink: a source replaced by a symlink out of the layers directory after
+// the layer loaded is refused where it is read again: its digest and its data.
+func TestSourceSwappedForSymlink(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"files/motd": "hello\n", "l.toml": "name = \"l\"\n[[files]]\npath = \"/etc/motd\"\nsource = \"files/motd\"\n"})
+	l, err := LoadLayer(filepath.Join(dir, "l.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "files/motd")
+	if err := os.Remove(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/hostname", src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.digest(); err == nil {
+		t.Error("digest read a file out of the layers directory")
+	}
+	if data, err := l.Files[0].Data(); err == nil {
+		t.Errorf("data %q read out of the layers directory", data)
 	}
 }
