@@ -196,22 +196,26 @@ func run(ctx context.Context, args []string, progress func(string)) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("mksquashfs: %w", err)
 	}
-	output := readProgress(stdout, progress)
+	output, last := readProgress(stdout, progress)
 	if err := cmd.Wait(); err != nil {
 		msg := strings.TrimSpace(stderr.String() + "\n" + output)
 		return fmt.Errorf("mksquashfs: %w: %s", err, shorten(msg, 5))
+	}
+	// mksquashfs draws its bar from a thread of its own, and for a small tree it may finish
+	// before drawing even once (seen under load): the caller still hears that packing ended.
+	if progress != nil && last != "100%" {
+		progress("done 100%")
 	}
 	return nil
 }
 
 // readProgress reads mksquashfs's stdout to the end. Its progress bar is
 // "\r[====/   ] 421/4210  10%"; each new percentage goes to progress. Lines
-// that are not progress are returned, for error messages.
-func readProgress(r io.Reader, progress func(string)) string {
+// that are not progress are returned, for error messages, with the last percentage.
+func readProgress(r io.Reader, progress func(string)) (output, last string) {
 	sc := bufio.NewScanner(r)
 	sc.Split(splitCRLF)
 	var other strings.Builder
-	last := ""
 	for sc.Scan() {
 		line := sc.Text()
 		count, ok := progressOf(line)
@@ -224,7 +228,7 @@ func readProgress(r io.Reader, progress func(string)) string {
 			progress(count)
 		}
 	}
-	return other.String()
+	return other.String(), last
 }
 
 // progressOf extracts "421/4210 10%" from a progress bar line.

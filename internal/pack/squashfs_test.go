@@ -295,6 +295,29 @@ func TestSquashfsCompression(t *testing.T) {
 	}
 }
 
+// readProgress reports each new percentage of mksquashfs's bar (output as 4.5.1 writes it, with
+// a tree's \r redraws), and returns what is not the bar.
+func TestReadProgress(t *testing.T) {
+	tests := []struct {
+		name, out  string
+		want       []string
+		other, end string
+	}{
+		{"bar", "\r[==|      ] 2/20  10%\r[==/      ] 3/20  10%\r[=========] 20/20 100%\n", []string{"2/20 10%", "20/20 100%"}, "\n", "100%"},
+		{"no bar drawn (a small tree, seen under load)", "\n", nil, "\n", ""},
+		{"an error line", "FATAL ERROR: no space\n", nil, "FATAL ERROR: no space\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			other, last := readProgress(strings.NewReader(tc.out), func(s string) { got = append(got, s) })
+			if !slices.Equal(got, tc.want) || other != tc.other || last != tc.end {
+				t.Errorf("reports %q, other %q, last %q; want %q, %q, %q", got, other, last, tc.want, tc.other, tc.end)
+			}
+		})
+	}
+}
+
 func TestSquashfsProgressAndList(t *testing.T) {
 	tree := buildTree(t)
 	var reports []string
