@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -15,7 +16,9 @@ const assignHelp = `Usage: bootd assign NAME [--mac MAC] [--replace]
 Names a machine that netbooted and waits: NAME is "master" or cN (c1, c2, ...). The name gives
 the role (master or compute) and the static address (reference lab: master 10.80.0.100, cN
 10.80.0.(100+N)). The machine boots on into its role at its next poll, without a power cycle;
-from then on DHCP gives its MAC that address and hostname.
+from then on DHCP gives its MAC that address and hostname. When no version of the role's image
+verifies in bootd's images directory yet, assign says so: the machine waits at its boot screen
+until one does (build it with imgbuild).
 
 With one machine waiting, --mac is not needed. With several, bootd lists them (MAC, model,
 serial, first seen) and asks for --mac.
@@ -23,7 +26,8 @@ serial, first seen) and asks for --mac.
 Replacing hardware: when a node's PC (or its motherboard, and so its MAC) is replaced, netboot
 the new one so it waits, then move the name to it:
     bootd assign c4 --mac <new MAC> --replace
-c4 keeps its address and role; the old MAC is forgotten.
+c4 keeps its address and role; the old MAC, which assign names, is forgotten: netbooted again,
+that machine waits to be named.
 `
 
 func runAssign(args []string) error {
@@ -54,6 +58,38 @@ func runAssign(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s is %s: %s, address %s; it boots into its role at its next poll or boot\n", n.MAC, n.Name, n.Role, n.Address)
+	printAssigned(os.Stdout, n)
 	return nil
+}
+
+// printAssigned says what the node is now, which machine it replaced, and what it boots.
+func printAssigned(w io.Writer, r ctl.AssignReply) {
+	fmt.Fprintf(w, "%s is %s: %s, address %s; ", r.MAC, r.Name, r.Role, r.Address)
+	if r.Replaced != "" {
+		fmt.Fprintf(w, "it replaces %s, which bootd forgot (netbooted again, that machine waits to be named); ", r.Replaced)
+	}
+	switch img := r.Image; {
+	case img.Name == "": // a daemon older than this command: it does not say
+		fmt.Fprintf(w, "it boots into its role at its next poll or boot\n")
+	case img.Version != "":
+		fmt.Fprintf(w, "it boots %s %s at its next poll or boot\n", img.Name, img.Version)
+	default:
+		printNoImage(w, r.Role, img)
+	}
+}
+
+// printNoImage explains a node whose role has no bootable image: it waits at its boot screen,
+// asking again every few seconds, until one verifies in bootd's images directory.
+func printNoImage(w io.Writer, role string, img ctl.BootImage) {
+	if img.Pinned != "" {
+		fmt.Fprintf(w, "but version %s of image %q, which bootd's config pins, does not verify in %s, where bootd looks:\n", img.Pinned, img.Name, img.Dir)
+		fmt.Fprintf(w, "it waits at its boot screen, asking again every few seconds, until it does (bootd: %s).\n", img.Problem)
+		fmt.Fprintf(w, "Build it with imgbuild, or unpin it (%s.version in bootd's config) and restart bootd:\n", role)
+		fmt.Fprintf(w, "    imgbuild build images/%s.toml --version %s --out %s\n", img.Name, img.Pinned, img.Dir)
+		return
+	}
+	fmt.Fprintf(w, "but no version of image %q verifies yet in %s, where bootd looks:\n", img.Name, img.Dir)
+	fmt.Fprintf(w, "it waits at its boot screen, asking again every few seconds, until one does (bootd: %s).\n", img.Problem)
+	fmt.Fprintf(w, "Build one with imgbuild (after  imgbuild lock images/%s.toml  if it has no lock yet):\n", img.Name)
+	fmt.Fprintf(w, "    imgbuild build images/%s.toml --out %s\n", img.Name, img.Dir)
 }

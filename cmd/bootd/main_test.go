@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,4 +29,100 @@ func TestPrintNodes(t *testing.T) {
 	var buf bytes.Buffer
 	printNodes(&buf, r, now)
 	golden.Check(t, "testdata/nodes.txt", buf.Bytes())
+}
+
+// TestPrintAssigned: the answer to `bootd assign` says what the node boots, or, when its role has
+// no bootable image, that it will wait, where bootd looks and how to build one.
+func TestPrintAssigned(t *testing.T) {
+	node := inventory.Node{Name: "c4", Role: "compute", MAC: "52:54:00:12:34:56", Address: netip.MustParseAddr("10.80.0.104")}
+	for _, tt := range []struct {
+		name     string
+		replaced string
+		image    ctl.BootImage
+	}{
+		{"image-ready", "", ctl.BootImage{Name: "compute", Version: "2026.11.21-1", Dir: "/var/lib/bootd/images"}},
+		{"replaced", "52:54:00:00:00:04", ctl.BootImage{Name: "compute", Version: "2026.11.21-1", Dir: "/var/lib/bootd/images"}},
+		{"no-image", "", ctl.BootImage{Name: "compute", Dir: "/var/lib/bootd/images",
+			Problem: "resolve image compute: open /var/lib/bootd/images/compute: no such file or directory: not found"}},
+		{"pinned-missing", "", ctl.BootImage{Name: "compute", Pinned: "2026.11.20-1", Dir: "/srv/images",
+			Problem: "resolve image compute pinned to 2026.11.20-1: not found"}},
+		{"older-daemon", "", ctl.BootImage{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			printAssigned(&buf, ctl.AssignReply{Node: node, Replaced: tt.replaced, Image: tt.image})
+			golden.Check(t, "testdata/assign-"+tt.name+".txt", buf.Bytes())
+		})
+	}
+}
+
+// TestServePaths: relative path flags are taken from the directory bootd was started in, and
+// said so; absolute ones and the defaults stay as they are.
+func TestServePaths(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("bootd.toml", []byte("state_dir = \"/srv/bootd\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name                string
+		args                []string
+		state, images, ipxe string
+		resolved            []string
+	}{
+		{"defaults", nil, "/var/lib/bootd", "/var/lib/bootd/images", "", nil},
+		{"relative flags", []string{"--state-dir", "relstate", "--images", "img/../images", "--ipxe-dir", "./ipxe"},
+			dir + "/relstate", dir + "/images", dir + "/ipxe", []string{"state-dir", "images", "ipxe-dir"}},
+		{"absolute flags", []string{"--state-dir", "/srv/state", "--images", "/srv/images"}, "/srv/state", "/srv/images", "", nil},
+		{"relative config", []string{"--config", "bootd.toml"}, "/srv/bootd", "/var/lib/bootd/images", "", []string{"config"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseServe(tt.args, func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := o.cfg
+			if c.StateDir != tt.state || c.ImagesDir != tt.images || c.IPXEDir != tt.ipxe {
+				t.Errorf("state %s, images %s, ipxe %s; want %s, %s, %s", c.StateDir, c.ImagesDir, c.IPXEDir, tt.state, tt.images, tt.ipxe)
+			}
+			var flags []string
+			for _, r := range o.resolved {
+				flags = append(flags, r.flag)
+			}
+			if !slices.Equal(flags, tt.resolved) {
+				t.Errorf("resolved %v, want %v logged", o.resolved, tt.resolved)
+			}
+		})
+	}
+}
+
+// TestServeLogFormat: --log-format, then the config file's log_format, then $BOOTD_LOG_FORMAT
+// (dist/bootd.service's json), then text.
+func TestServeLogFormat(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "text.toml")
+	if err := os.WriteFile(text, []byte("log_format = \"text\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  string
+		want string
+	}{
+		{"default", nil, "", "text"},
+		{"the unit's default", nil, "json", "json"},
+		{"the config file wins over the unit", []string{"--config", text}, "json", "text"},
+		{"the flag wins over both", []string{"--config", text, "--log-format", "json"}, "text", "json"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseServe(tt.args, func(k string) string { return map[string]string{logFormatEnv: tt.env}[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.cfg.LogFormat != tt.want {
+				t.Errorf("log format %q, want %q", o.cfg.LogFormat, tt.want)
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"syscall"
 
@@ -24,10 +25,40 @@ Runs the appliance on one interface: authoritative DHCP for the lab subnet, TFTP
 binaries, HTTP for iPXE scripts and images, and the control socket for the other commands.
 Without a config file the reference lab applies: subnet 10.80.0.0/24, master at 10.80.0.100,
 cN at 10.80.0.(100+N), discovery pool 10.80.0.200-249. The interface needs an IPv4 address in
-the subnet (it is bootd's own address). Flags override the config file.
+the subnet (it is bootd's own address). Flags override the config file; a relative path in a
+flag is taken from the directory bootd is started in (the config file wants absolute paths).
+The log format is --log-format, else log_format of the config file, else $BOOTD_LOG_FORMAT (the
+systemd unit sets json, for journald), else text.
 `
 
 func runServe(args []string) error {
+	o, err := parseServe(args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o.cfg.LogFormat, o.debug)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.logFormatFrom, err)
+	}
+	for _, r := range o.resolved {
+		log.WithFields(logrus.Fields{"flag": "--" + r.flag, "given": r.given, "path": r.path}).Info("relative path on the command line: taken from the directory bootd was started in")
+	}
+	sizeRuntime(log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return bootd.Run(ctx, o.cfg, log)
+}
+
+// serveOptions is what serve's command line and environment decide.
+type serveOptions struct {
+	cfg           config.Config
+	debug         bool
+	logFormatFrom string         // what chose cfg.LogFormat, for an error about it
+	resolved      []resolvedPath // relative path flags made absolute, to log
+}
+
+// parseServe reads serve's flags over the config file they name; getenv is os.Getenv.
+func parseServe(args []string, getenv func(string) string) (serveOptions, error) {
 	fs := cli.NewFlagSet("serve", serveHelp)
 	var (
 		configPath = fs.String("config", "", "TOML config file (optional; unknown keys are errors)")
@@ -35,33 +66,80 @@ func runServe(args []string) error {
 		stateDir   = fs.String("state-dir", "", "inventory and control socket (default "+config.Default().StateDir+")")
 		images     = fs.String("images", "", "images directory, as imgbuild writes it (default "+config.Default().ImagesDir+")")
 		ipxeDir    = fs.String("ipxe-dir", "", "directory with undionly.kpxe and ipxe.efi (default: /usr/lib/ipxe or /usr/share/ipxe)")
-		logFormat  = fs.String("log-format", "", "text or json (json suits journald and CI)")
+		logFormat  = fs.String("log-format", "", "text or json (default: log_format of the config file, else $"+logFormatEnv+", else text)")
 		debug      = fs.Bool("debug", false, "log every DHCP exchange and transfer detail")
 	)
 	rest, err := cli.ParseInterleaved(fs, args)
 	if err != nil {
-		return usageErr(err)
+		return serveOptions{}, usageErr(err)
 	}
 	if len(rest) > 0 {
-		return fmt.Errorf("%w: unexpected %q (the interface goes in --interface %s)", errUsage, rest[0], rest[0])
+		return serveOptions{}, fmt.Errorf("%w: unexpected %q (the interface goes in --interface %s)", errUsage, rest[0], rest[0])
+	}
+	resolved, err := absPaths([]pathFlag{{"config", configPath}, {"state-dir", stateDir}, {"images", images}, {"ipxe-dir", ipxeDir}})
+	if err != nil {
+		return serveOptions{}, err
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
-		return err
+		return serveOptions{}, err
 	}
 	override(&cfg.Interface, *iface)
 	override(&cfg.StateDir, *stateDir)
 	override(&cfg.ImagesDir, *images)
 	override(&cfg.IPXEDir, *ipxeDir)
-	override(&cfg.LogFormat, *logFormat)
-	log, err := newLogger(cfg.LogFormat, *debug)
-	if err != nil {
-		return err
+	var from string
+	cfg.LogFormat, from = pickLogFormat(cfg, *logFormat, getenv(logFormatEnv))
+	return serveOptions{cfg: cfg, debug: *debug, logFormatFrom: from, resolved: resolved}, nil
+}
+
+// pathFlag is a flag naming a file or directory.
+type pathFlag struct {
+	name  string
+	value *string
+}
+
+// resolvedPath is a relative path flag made absolute.
+type resolvedPath struct{ flag, given, path string }
+
+// absPaths makes the path flags absolute, against the directory bootd was started in. A path
+// typed on a command line is relative to the shell it was typed in: resolving it is what the
+// admin meant, as with any other command, and doing it at once keeps its meaning in the log and
+// in everything bootd opens later. The config file refuses relative paths instead, because there
+// "relative to what" would be a guess (the file's directory, or wherever bootd was started).
+func absPaths(flags []pathFlag) ([]resolvedPath, error) {
+	var resolved []resolvedPath
+	for _, f := range flags {
+		if *f.value == "" || filepath.IsAbs(*f.value) {
+			continue
+		}
+		abs, err := filepath.Abs(*f.value)
+		if err != nil {
+			return nil, fmt.Errorf("--%s %s: %w", f.name, *f.value, err)
+		}
+		resolved = append(resolved, resolvedPath{f.name, *f.value, abs})
+		*f.value = abs
 	}
-	sizeRuntime(log)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return bootd.Run(ctx, cfg, log)
+	return resolved, nil
+}
+
+// logFormatEnv names the log format's lowest default: dist/bootd.service sets it to json for
+// journald. Only a default, so that log_format in the config file and --log-format win over
+// the unit (which once passed --log-format json and so overrode the file).
+const logFormatEnv = "BOOTD_LOG_FORMAT"
+
+// pickLogFormat returns the log format and what chose it: --log-format, else the config file's
+// log_format, else $BOOTD_LOG_FORMAT, else the default (text).
+func pickLogFormat(cfg config.Config, flagValue, env string) (format, from string) {
+	switch {
+	case flagValue != "":
+		return flagValue, "--log-format"
+	case cfg.FromFile("log_format"):
+		return cfg.LogFormat, "log_format"
+	case env != "":
+		return env, logFormatEnv
+	}
+	return cfg.LogFormat, "log_format"
 }
 
 func loadConfig(path string) (config.Config, error) {
@@ -86,7 +164,7 @@ func newLogger(format string, debug bool) (*logrus.Logger, error) {
 	case "json":
 		log.SetFormatter(&logrus.JSONFormatter{})
 	default:
-		return nil, fmt.Errorf("--log-format %q: want text or json", format)
+		return nil, fmt.Errorf("log format %q: want text or json", format)
 	}
 	if debug {
 		log.SetLevel(logrus.DebugLevel)

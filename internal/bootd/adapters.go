@@ -278,26 +278,30 @@ type controller struct{ d *daemon }
 
 func (c controller) Nodes() ctl.NodesReply { return c.d.nodesReply() }
 
-func (c controller) Assign(r ctl.AssignRequest) (inventory.Node, error) {
+func (c controller) Assign(r ctl.AssignRequest) (inventory.Assignment, error) {
 	p, err := c.d.cfg.Place(r.Name)
 	if err != nil {
-		return inventory.Node{}, ctl.Invalid(err)
+		return inventory.Assignment{}, ctl.Invalid(err)
 	}
 	if r.MAC != "" {
 		if _, err := inventory.NormalizeMAC(r.MAC); err != nil {
-			return inventory.Node{}, ctl.Invalid(err)
+			return inventory.Assignment{}, ctl.Invalid(err)
 		}
 	}
 	c.d.identity.Lock()
 	defer c.d.identity.Unlock()
 	a, err := c.d.inv.Assign(inventory.AssignRequest{Name: p.Name, Role: p.Role, Address: p.Address, MAC: r.MAC, Replace: r.Replace})
 	if err != nil {
-		return a.Node, err
+		return a, err
 	}
 	// A name moved to other hardware (--replace) needs no Forget here: its keys belong to the old
 	// holder, and the first render after the move revokes them (secrets.Store.HostKeys).
-	c.d.log.WithFields(map[string]any{"node": a.Name, "mac": a.MAC, "address": a.Address, "role": a.Role}).Info("machine assigned")
-	return a.Node, nil
+	fields := map[string]any{"node": a.Name, "mac": a.MAC, "address": a.Address, "role": a.Role}
+	if a.Replaced != nil {
+		fields["replaces"] = a.Replaced.MAC // forgotten: netbooted again, it waits to be named
+	}
+	c.d.log.WithFields(fields).Info("machine assigned")
+	return a, nil
 }
 
 func (c controller) Unassign(name string) (inventory.Node, error) {

@@ -43,6 +43,13 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
+// FromFile reports whether key (e.g. "log_format") holds the value the file Load read gave it.
+// A default from elsewhere (dist/bootd.service's BOOTD_LOG_FORMAT) must not replace that.
+func (c Config) FromFile(key string) bool {
+	_, ok := c.fileLine(key)
+	return ok
+}
+
 // parse decodes data over the defaults; it checks syntax, keys and types,
 // leaving the meaning of the values to Validate.
 func parse(path, data string) (Config, error) {

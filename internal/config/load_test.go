@@ -65,7 +65,8 @@ func TestLoadFull(t *testing.T) {
 	want.Users = []User{{Name: "alice", UID: 2001, Comment: "Alice Example", Shell: "/bin/bash",
 		SSHKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKYn3pm2E8RDgg3QSPW9dCWbzvUxsjqpCJusmxRP2MhS alice@laptop"}}}
 	assertConfig(t, got, want)
-	if err := got.Validate(netip.MustParseAddr("10.80.0.2")); err != nil {
+	// README's appliance, 10.80.0.1, is full.toml's gateway too: it routes for the lab.
+	if err := got.Validate(netip.MustParseAddr("10.80.0.1")); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
 }
@@ -176,5 +177,34 @@ func TestSyntaxErrorUnwraps(t *testing.T) {
 	var pe toml.ParseError
 	if !errors.As(err, &pe) {
 		t.Errorf("error %v does not wrap toml.ParseError", err)
+	}
+}
+
+// TestFromFile: a key counts as the file's while it holds the value the file gave it.
+func TestFromFile(t *testing.T) {
+	path := writeTemp(t, "log_format = \"text\"\n")
+	for _, tt := range []struct {
+		name string
+		key  string
+		edit func(*Config)
+		want bool
+	}{
+		{"set by the file, to the default's value", "log_format", func(*Config) {}, true},
+		{"left to the default", "state_dir", func(*Config) {}, false},
+		{"changed by a flag since", "log_format", func(c *Config) { c.LogFormat = "json" }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.edit(&c)
+			if got := c.FromFile(tt.key); got != tt.want {
+				t.Errorf("FromFile(%q) = %t, want %t", tt.key, got, tt.want)
+			}
+		})
+	}
+	if Default().FromFile("log_format") {
+		t.Error("Default().FromFile(log_format) = true: no file was read")
 	}
 }

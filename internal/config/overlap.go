@@ -24,22 +24,27 @@ func (s span) overlaps(t span) bool {
 	return s.lo.Compare(t.hi) <= 0 && t.lo.Compare(s.hi) <= 0
 }
 
-// spans lists the addresses handed out by role; call it on a config whose
-// addresses have been checked.
+// spans lists the addresses of the plan by role: the gateway and those
+// handed out. Call it on a config whose addresses have been checked.
 func (c Config) spans() []span {
 	var s []span
 	if gw := c.Network.Gateway; gw.IsValid() {
 		s = append(s, span{"the gateway", []string{"network.gateway"}, gw, gw})
 	}
+	return append(s, c.handedOut()...)
+}
+
+// handedOut lists the addresses bootd gives to machines: nodes and the pool.
+func (c Config) handedOut() []span {
 	m := c.Master.Address
 	last, _ := addN(c.Compute.FirstAddress, c.Compute.MaxNodes-1)
-	return append(s,
-		span{"the master", []string{"master.address"}, m, m},
-		span{fmt.Sprintf("compute nodes %s..%s", c.computeName(1), c.computeName(c.Compute.MaxNodes)),
+	return []span{
+		{"the master", []string{"master.address"}, m, m},
+		{fmt.Sprintf("compute nodes %s..%s", c.computeName(1), c.computeName(c.Compute.MaxNodes)),
 			[]string{"compute.first_address", "compute.max_nodes"}, c.Compute.FirstAddress, last},
-		span{"the discovery pool", []string{"discovery.pool_start", "discovery.pool_end"},
+		{"the discovery pool", []string{"discovery.pool_start", "discovery.pool_end"},
 			c.Discovery.PoolStart, c.Discovery.PoolEnd},
-	)
+	}
 }
 
 // checkOverlaps keeps the roles' addresses apart: one address, one owner.
@@ -56,7 +61,10 @@ func (c Config) checkOverlaps() error {
 }
 
 // checkServer wants bootd's own address free in the subnet: a node given
-// the same address would cut bootd off.
+// the same address would cut bootd off. The gateway is the exception: on an
+// appliance that also routes for the lab (NAT to the campus network) the
+// default route is bootd's own address, and no node or pool address is
+// handed out there (checkOverlaps keeps the gateway apart from them).
 func (c Config) checkServer(server netip.Addr) error {
 	p := c.Network.Subnet
 	switch {
@@ -67,7 +75,7 @@ func (c Config) checkServer(server netip.Addr) error {
 	case server == p.Addr() || server == broadcast(p):
 		return c.err("network.subnet", "bootd's own address %s is the network or broadcast address of %s", server, p)
 	}
-	for _, s := range c.spans() {
+	for _, s := range c.handedOut() {
 		if inRange(server, s.lo, s.hi) {
 			return c.errorf(s.keys, "bootd's own address %s is taken by %s: give the interface another address, or move the range", server, s)
 		}

@@ -45,8 +45,7 @@ func TestDefaultValidates(t *testing.T) {
 }
 
 func TestValidateServer(t *testing.T) {
-	withGateway := Default()
-	withGateway.Network.Gateway = netip.MustParseAddr("10.80.0.1")
+	withGateway := gatewayAt("10.80.0.1")
 	tests := []struct {
 		name   string
 		c      Config
@@ -69,8 +68,15 @@ func TestValidateServer(t *testing.T) {
 			"compute.max_nodes: bootd's own address 10.80.0.150 is taken by compute nodes c1..c99 (10.80.0.101-10.80.0.199): give the interface another address, or move the range"},
 		{"pool", Default(), "10.80.0.249",
 			"discovery.pool_end: bootd's own address 10.80.0.249 is taken by the discovery pool (10.80.0.200-10.80.0.249): give the interface another address, or move the range"},
-		{"gateway", withGateway, "10.80.0.1",
-			"network.gateway: bootd's own address 10.80.0.1 is taken by the gateway (10.80.0.1): give the interface another address, or move the range"},
+		// An appliance that routes for the lab is the lab's gateway: nothing is handed out there.
+		{"gateway", withGateway, "10.80.0.1", ""},
+		{"gateway elsewhere", withGateway, "10.80.0.2", ""},
+		{"pool, with a gateway", withGateway, "10.80.0.200",
+			"discovery.pool_end: bootd's own address 10.80.0.200 is taken by the discovery pool (10.80.0.200-10.80.0.249): give the interface another address, or move the range"},
+		{"gateway in the pool", gatewayAt("10.80.0.210"), "10.80.0.210",
+			"discovery.pool_end: the discovery pool (10.80.0.200-10.80.0.249) and the gateway (10.80.0.210) overlap"},
+		{"gateway at the master", gatewayAt("10.80.0.100"), "10.80.0.100",
+			"master.address: the master (10.80.0.100) and the gateway (10.80.0.100) overlap"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +84,12 @@ func TestValidateServer(t *testing.T) {
 			checkErr(t, err, tt.want)
 		})
 	}
+}
+
+func gatewayAt(a string) Config {
+	c := Default()
+	c.Network.Gateway = netip.MustParseAddr(a)
+	return c
 }
 
 func checkErr(t *testing.T, err error, want string) {

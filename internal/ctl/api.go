@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"encoding/json"
 	"net/netip"
 	"time"
 
@@ -18,6 +19,20 @@ type NodesReply struct {
 	Server  ServerInfo          `json:"server"`
 }
 
+// MarshalJSON writes nodes and waiting as arrays even when there are none: a fresh daemon's
+// inventory has nil lists, and `jq '.nodes[]'` fails on null where it yields nothing for [].
+func (r NodesReply) MarshalJSON() ([]byte, error) {
+	type plain NodesReply // without this method
+	p := plain(r)
+	if p.Nodes == nil {
+		p.Nodes = []inventory.Node{}
+	}
+	if p.Waiting == nil {
+		p.Waiting = []inventory.Machine{}
+	}
+	return json.Marshal(p)
+}
+
 // ServerInfo says where the daemon serves, for people reading `bootd nodes`.
 type ServerInfo struct {
 	Interface string     `json:"interface"`
@@ -30,6 +45,27 @@ type AssignRequest struct {
 	Name    string `json:"name"`
 	MAC     string `json:"mac,omitempty"`
 	Replace bool   `json:"replace,omitempty"`
+}
+
+// AssignReply is the answer to POST /v1/assign: the node as bound, the machine it replaced, and
+// the image it will boot.
+type AssignReply struct {
+	inventory.Node
+	// Replaced is the MAC that held the name until this assign moved it (--replace). bootd forgot
+	// that machine: netbooted again, it waits to be named.
+	Replaced string    `json:"replaced,omitempty"`
+	Image    BootImage `json:"image"`
+}
+
+// BootImage is the image a node's role boots, as the daemon finds it when asked. An empty
+// Version means no version verifies (none built, or all broken): the node waits at its boot
+// screen, asking again every few seconds, until one does.
+type BootImage struct {
+	Name    string `json:"name"`              // the role's image, e.g. "compute"
+	Pinned  string `json:"pinned,omitempty"`  // the version the configuration pins, if any
+	Version string `json:"version,omitempty"` // the version the node boots; "": none verifies
+	Dir     string `json:"dir"`               // the daemon's images directory, where it looks
+	Problem string `json:"problem,omitempty"` // why no version verifies
 }
 
 // UnassignRequest is the body of POST /v1/unassign.

@@ -47,10 +47,11 @@ func (c *Client) Nodes() (NodesReply, error) {
 	return r, c.do(http.MethodGet, "/v1/nodes", nil, &r)
 }
 
-// Assign binds a machine to a name.
-func (c *Client) Assign(req AssignRequest) (inventory.Node, error) {
-	var n inventory.Node
-	return n, c.do(http.MethodPost, "/v1/assign", req, &n)
+// Assign binds a machine to a name. A daemon older than AssignReply answers with the node
+// alone: its Image is zero.
+func (c *Client) Assign(req AssignRequest) (AssignReply, error) {
+	var r AssignReply
+	return r, c.do(http.MethodPost, "/v1/assign", req, &r)
 }
 
 // Unassign forgets a node.

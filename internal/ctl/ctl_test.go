@@ -2,8 +2,10 @@ package ctl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,19 +21,28 @@ func (fakeController) Nodes() NodesReply {
 	return NodesReply{Nodes: []inventory.Node{{Name: "c1"}}, Waiting: []inventory.Machine{{MAC: "52:54:00:00:00:01"}}}
 }
 
-func (fakeController) Assign(r AssignRequest) (inventory.Node, error) {
+func (fakeController) Assign(r AssignRequest) (inventory.Assignment, error) {
 	switch r.Name {
-	case "c1":
-		return inventory.Node{Name: "c1", MAC: r.MAC}, nil
+	case "c1", "master":
+		return inventory.Assignment{Node: inventory.Node{Name: r.Name, MAC: r.MAC}}, nil
+	case "c4":
+		return inventory.Assignment{Node: inventory.Node{Name: r.Name, MAC: r.MAC}, Replaced: &inventory.Node{Name: r.Name, MAC: "52:54:00:00:00:04"}}, nil
 	case "c2":
-		return inventory.Node{}, &inventory.Ambiguous{Waiting: []inventory.Machine{{MAC: "a"}, {MAC: "b"}}}
+		return inventory.Assignment{}, &inventory.Ambiguous{Waiting: []inventory.Machine{{MAC: "a"}, {MAC: "b"}}}
 	case "c3":
-		return inventory.Node{}, &inventory.Conflict{Msg: "name c3 is already bound"}
+		return inventory.Assignment{}, &inventory.Conflict{Msg: "name c3 is already bound"}
 	}
 	if r.Name == "c5" {
-		return inventory.Node{}, errors.New("save inventory: disk full")
+		return inventory.Assignment{}, errors.New("save inventory: disk full")
 	}
-	return inventory.Node{}, Invalid(errors.New(`name "` + r.Name + `" fits no role`))
+	return inventory.Assignment{}, Invalid(errors.New(`name "` + r.Name + `" fits no role`))
+}
+
+func (fakeController) BootImage(name string) BootImage {
+	if name == "master" {
+		return BootImage{Name: "master", Dir: "/srv/images", Problem: "resolve image master: not found"}
+	}
+	return BootImage{Name: "compute", Version: "2026.11.21-1", Dir: "/srv/images"}
 }
 
 func (fakeController) Unassign(name string) (inventory.Node, error) {
@@ -76,8 +87,18 @@ func TestClientServer(t *testing.T) {
 			return err
 		}, 0, "", 0},
 		{"assign", func() error {
-			n, err := c.Assign(AssignRequest{Name: "c1", MAC: "m"})
-			ok(t, err != nil || n.MAC == "m", "node %+v", n)
+			r, err := c.Assign(AssignRequest{Name: "c1", MAC: "m"})
+			ok(t, err != nil || r.MAC == "m" && r.Replaced == "" && r.Image.Version == "2026.11.21-1", "assign reply %+v", r)
+			return err
+		}, 0, "", 0},
+		{"assign --replace names the machine replaced", func() error {
+			r, err := c.Assign(AssignRequest{Name: "c4", MAC: "52:54:00:00:00:14", Replace: true})
+			ok(t, err != nil || r.MAC == "52:54:00:00:00:14" && r.Replaced == "52:54:00:00:00:04", "assign reply %+v", r)
+			return err
+		}, 0, "", 0},
+		{"assign without an image", func() error {
+			r, err := c.Assign(AssignRequest{Name: "master"})
+			ok(t, err != nil || r.Image.Version == "" && r.Image.Dir == "/srv/images" && r.Image.Problem != "", "assign reply %+v", r)
 			return err
 		}, 0, "", 0},
 		{"ambiguous lists the waiting", func() error { _, err := c.Assign(AssignRequest{Name: "c2"}); return err }, http.StatusConflict, "choose one with --mac", 2},
@@ -134,3 +155,39 @@ func TestNotRunning(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNotRunning with a hint", err)
 	}
 }
+
+// TestNodesReplyArrays: nodes and waiting are JSON arrays, never null, so `jq '.nodes[]'` works
+// on a fresh daemon as on a busy one.
+func TestNodesReplyArrays(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		r           NodesReply
+		nodes, wait int
+	}{
+		{"fresh daemon", NodesReply{}, 0, 0},
+		{"emptied lists", NodesReply{Nodes: []inventory.Node{}, Waiting: []inventory.Machine{}}, 0, 0},
+		{"one of each", NodesReply{Nodes: []inventory.Node{{Name: "c1"}}, Waiting: []inventory.Machine{{MAC: "52:54:00:00:00:01"}}}, 1, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			handler(nodesController{r: tt.r}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/nodes", nil))
+			var got map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			nodes, ok1 := got["nodes"].([]any)
+			waiting, ok2 := got["waiting"].([]any)
+			if !ok1 || !ok2 || len(nodes) != tt.nodes || len(waiting) != tt.wait {
+				t.Fatalf("reply %s: want arrays of %d nodes and %d waiting", rec.Body, tt.nodes, tt.wait)
+			}
+		})
+	}
+}
+
+// nodesController answers Nodes with r.
+type nodesController struct {
+	fakeController
+	r NodesReply
+}
+
+func (c nodesController) Nodes() NodesReply { return c.r }

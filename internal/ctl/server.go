@@ -27,7 +27,9 @@ func (invalidError) Is(target error) bool { return target == ErrInvalid }
 // Controller is what the control API needs from the daemon.
 type Controller interface {
 	Nodes() NodesReply
-	Assign(AssignRequest) (inventory.Node, error)
+	Assign(AssignRequest) (inventory.Assignment, error)
+	// BootImage says what node name boots now: asked after an assign, whose answer includes it.
+	BootImage(name string) BootImage
 	Unassign(name string) (inventory.Node, error)
 }
 
@@ -79,7 +81,18 @@ func handler(c Controller) http.Handler {
 		if !decode(w, r, &req) {
 			return
 		}
-		respond(w)(c.Assign(req))
+		a, err := c.Assign(req)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		// A node whose role has no bootable image waits at its boot screen: the admin learns
+		// it here, not from the node's console.
+		ar := AssignReply{Node: a.Node, Image: c.BootImage(a.Name)}
+		if a.Replaced != nil {
+			ar.Replaced = a.Replaced.MAC
+		}
+		reply(w, http.StatusOK, ar)
 	})
 	mux.HandleFunc("POST /v1/unassign", func(w http.ResponseWriter, r *http.Request) {
 		var req UnassignRequest
@@ -103,24 +116,29 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 
 func respond(w http.ResponseWriter) func(inventory.Node, error) {
 	return func(n inventory.Node, err error) {
-		if err == nil {
-			reply(w, http.StatusOK, n)
+		if err != nil {
+			fail(w, err)
 			return
 		}
-		var amb *inventory.Ambiguous
-		var conflict *inventory.Conflict
-		switch {
-		case errors.As(err, &amb):
-			reply(w, http.StatusConflict, ErrorReply{Error: err.Error(), Waiting: amb.Waiting})
-		case errors.As(err, &conflict):
-			reply(w, http.StatusConflict, ErrorReply{Error: err.Error()})
-		case errors.Is(err, inventory.ErrNotFound):
-			reply(w, http.StatusNotFound, ErrorReply{Error: err.Error()})
-		case errors.Is(err, ErrInvalid):
-			reply(w, http.StatusBadRequest, ErrorReply{Error: err.Error()})
-		default: // the inventory could not be saved, or worse: the daemon's fault, not the request's
-			reply(w, http.StatusInternalServerError, ErrorReply{Error: err.Error()})
-		}
+		reply(w, http.StatusOK, n)
+	}
+}
+
+// fail answers a refused request with the status its error calls for.
+func fail(w http.ResponseWriter, err error) {
+	var amb *inventory.Ambiguous
+	var conflict *inventory.Conflict
+	switch {
+	case errors.As(err, &amb):
+		reply(w, http.StatusConflict, ErrorReply{Error: err.Error(), Waiting: amb.Waiting})
+	case errors.As(err, &conflict):
+		reply(w, http.StatusConflict, ErrorReply{Error: err.Error()})
+	case errors.Is(err, inventory.ErrNotFound):
+		reply(w, http.StatusNotFound, ErrorReply{Error: err.Error()})
+	case errors.Is(err, ErrInvalid):
+		reply(w, http.StatusBadRequest, ErrorReply{Error: err.Error()})
+	default: // the inventory could not be saved, or worse: the daemon's fault, not the request's
+		reply(w, http.StatusInternalServerError, ErrorReply{Error: err.Error()})
 	}
 }
 

@@ -133,6 +133,9 @@ func (s *Store) load() error {
 	if s.data.Format != formatVersion && s.data.Format != 1 {
 		return fmt.Errorf("inventory %s has format %d, this bootd reads formats 1 and %d", s.path, s.data.Format, formatVersion)
 	}
+	if err := s.data.check(); err != nil {
+		return fmt.Errorf("inventory %s: %w; bootd changed nothing: correct the entry and start bootd again", s.path, err)
+	}
 	s.data.Format = formatVersion
 	return nil
 }
@@ -163,6 +166,9 @@ func (s *Store) replayJournal() (found bool, err error) {
 			return true, fmt.Errorf("inventory journal %s: its last line has format %d, this bootd reads format %d", journalOf(s.path), rec.Format, formatVersion)
 		}
 		if rec.Seq > s.data.Seq {
+			if err := rec.check(); err != nil {
+				return true, fmt.Errorf("inventory journal %s: its last line: %w; bootd changed nothing", journalOf(s.path), err)
+			}
 			s.data = rec
 		}
 		return true, nil
