@@ -24,31 +24,43 @@ type holdBudget struct {
 
 // take runs hold (which holds a back and reports whether it did) on mac's account, unless mac
 // has maxHoldsPerMAC holds already; a hold made lasts until until. within reports whether mac was
-// within its share, held and err hold's answer.
+// within its share, held and err hold's answer. The share is reserved before hold runs (it waits
+// for a durable write) and given back when nothing was held, so concurrent takes (a boot storm's
+// probes, the scout) cannot all pass the check at once.
 func (b *holdBudget) take(mac net.HardwareAddr, a netip.Addr, until time.Time, hold func() (bool, error)) (within, held bool, err error) {
-	if !b.within(mac.String(), a) {
+	m := mac.String()
+	reserved, ok := b.reserve(m, a, until)
+	if !ok {
 		return false, false, nil
 	}
-	if held, err = hold(); held {
+	if held, err = hold(); !held && reserved {
 		b.mu.Lock()
-		if b.byMAC[mac.String()] == nil {
-			b.byMAC[mac.String()] = map[netip.Addr]time.Time{}
-		}
-		b.byMAC[mac.String()][a] = until
+		delete(b.byMAC[m], a)
 		b.mu.Unlock()
 	}
 	return true, held, err
 }
 
-// within reports whether one more hold at a (none more when a is mac's already) is within mac's
-// share.
-func (b *holdBudget) within(mac string, a netip.Addr) bool {
+// reserve records a hold at a on mac's account when it is within its share (ok); reserved is
+// false when a was mac's already (nothing new to give back).
+func (b *holdBudget) reserve(mac string, a netip.Addr, until time.Time) (reserved, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.prune(time.Now())
 	holds := b.byMAC[mac]
-	_, again := holds[a]
-	return again || len(holds) < maxHoldsPerMAC
+	if _, again := holds[a]; again {
+		holds[a] = until
+		return false, true
+	}
+	if len(holds) >= maxHoldsPerMAC {
+		return false, false
+	}
+	if holds == nil {
+		holds = map[netip.Addr]time.Time{}
+		b.byMAC[mac] = holds
+	}
+	holds[a] = until
+	return true, true
 }
 
 // warnOnce reports whether mac's refusal should be logged: once per scoutFresh per MAC.
@@ -56,6 +68,7 @@ func (b *holdBudget) warnOnce(mac string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
+	b.prune(now)
 	if now.Sub(b.warned[mac]) < scoutFresh {
 		return false
 	}

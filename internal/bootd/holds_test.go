@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +47,57 @@ func TestHoldBudget(t *testing.T) {
 				t.Error("another MAC was refused: shares are per MAC")
 			}
 		})
+	}
+}
+
+// Concurrent takes (a boot storm's probes, the scout) cannot all pass the check while the holds
+// they make wait for their durable writes; a hold that is not made gives its share back.
+func TestHoldBudgetConcurrent(t *testing.T) {
+	var b holdBudget
+	mac, later := hw("52:54:00:77:77:77"), time.Now().Add(time.Hour)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	held := 0
+	for i := range 20 {
+		wg.Go(func() {
+			a := netip.AddrFrom4([4]byte{10, 80, 0, byte(200 + i)})
+			_, ok, _ := b.take(mac, a, later, func() (bool, error) {
+				time.Sleep(20 * time.Millisecond) // the hold's fsync
+				return i%2 == 0, nil              // every other one finds the address taken meanwhile
+			})
+			if ok {
+				mu.Lock()
+				held++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if held > maxHoldsPerMAC {
+		t.Errorf("%d holds made at once for one MAC, want at most %d", held, maxHoldsPerMAC)
+	}
+	b.mu.Lock()
+	n := len(b.byMAC[mac.String()])
+	b.mu.Unlock()
+	if n != held {
+		t.Errorf("%d holds on the MAC's account, %d made: a hold not made kept its share", n, held)
+	}
+}
+
+// A node declining its address (another host uses it) is logged as an error, at most once per
+// scoutFresh, from the first decline after start on.
+func TestNodeDeclineLogged(t *testing.T) {
+	d := testDaemon(t)
+	log, hook := test.NewNullLogger()
+	d.log = log
+	if err := assignC1(t, d, machineA, false); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		(leaser{d}).Release(hw(machineA), netip.MustParseAddr("10.80.0.101"), true)
+	}
+	if n := namedIn(hook, logrus.ErrorLevel, "node", "c1"); n != 1 {
+		t.Errorf("%d errors name c1 declining its address, want 1", n)
 	}
 }
 

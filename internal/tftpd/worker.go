@@ -37,19 +37,20 @@ const inheritedFD = 3
 // socket stays bound in the parent, so requests queue meanwhile). One that dies more than
 // maxRestarts times within restartWindow without ever serving is broken (a bad install), and
 // serving stops with its log. One that has served is always started again, waiting twice as
-// long after each death past maxRestarts, up to maxBackoff restart delays: whoever kills it
-// (a hostile packet, another process of its user) must not take DHCP and HTTP down with it.
+// long after each death past maxRestarts in a row of workers that lived less than restartWindow,
+// up to maxBackoff restart delays: whoever kills it (a hostile packet, another process of its
+// user) must not take DHCP and HTTP down with it.
 // stopWait is how long a stopping worker may finish its transfers: each ends within
 // timeout × (retries+1) once its client stops answering. Variables for tests.
 var (
-	restartDelay = time.Second
-	stopWait     = timeout*(retries+1) + 5*time.Second
+	restartDelay  = time.Second
+	restartWindow = time.Minute
+	stopWait      = timeout*(retries+1) + 5*time.Second
 )
 
 const (
-	maxRestarts   = 5
-	restartWindow = time.Minute
-	maxBackoff    = 30
+	maxRestarts = 5
+	maxBackoff  = 30
 )
 
 // Worker runs TFTP in a child process on a socket the parent bound, relays the child's log
@@ -74,7 +75,9 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
 	var deaths []time.Time
 	everReady := false
+	streak := 0 // deaths in a row of workers that lived less than restartWindow
 	for {
+		started := time.Now()
 		ready, err := w.runOnce(ctx, sock, l)
 		everReady = everReady || ready
 		if ctx.Err() != nil {
@@ -92,7 +95,12 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 		if len(deaths) > maxRestarts && !everReady {
 			return fmt.Errorf("tftp worker died %d times within %s, last: %w", len(deaths), restartWindow, err)
 		}
-		wait := backoff(len(deaths))
+		// Counted in a row, not within a window: waits that grow longer than the window would
+		// otherwise let the count, and the wait, drop back to the start.
+		if streak++; time.Since(started) >= restartWindow {
+			streak = 1
+		}
+		wait := backoff(streak)
 		w.Server.log.WithError(err).Errorf("tftp worker died; starting it again in %s", wait)
 		select {
 		case <-ctx.Done():
@@ -114,7 +122,7 @@ func startRefused(err error) bool {
 	return errors.As(err, &exit) && exit.ExitCode() == exitRefused
 }
 
-// backoff is the wait before the next start after deaths deaths within restartWindow.
+// backoff is the wait before the next start after deaths short-lived workers in a row.
 func backoff(deaths int) time.Duration {
 	if deaths <= maxRestarts {
 		return restartDelay

@@ -244,9 +244,12 @@ func TestWorkerServesRelaysAndRestarts(t *testing.T) {
 // maxRestarts: killing it must not stop bootd's DHCP and HTTP with it.
 func TestWorkerThatServedIsAlwaysRestarted(t *testing.T) {
 	testhook.Set(t, &restartDelay, 10*time.Millisecond)
+	// Shorter than the longer waits: counted within a window, the deaths would fall out of it and
+	// the wait drop back to 10 ms.
+	testhook.Set(t, &restartWindow, 50*time.Millisecond)
 	addr, hook, stop := startWorker(t, testExe(t), ipxeDir(t))
 	checkServes(t, addr, "undionly.kpxe")
-	for i := range maxRestarts + 3 {
+	for i := range maxRestarts + 4 {
 		var pids []int
 		waitFor(t, "a worker", func() bool { pids = workerPids(t); return len(pids) == 1 })
 		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
@@ -255,8 +258,10 @@ func TestWorkerThatServedIsAlwaysRestarted(t *testing.T) {
 		waitFor(t, fmt.Sprintf("the worker started again after kill %d", i+1), func() bool { p := workerPids(t); return len(p) == 1 && p[0] != pids[0] })
 	}
 	checkServes(t, addr, "ipxe.efi")
-	if hasEntry(hook, logrus.ErrorLevel, "tftp worker died; starting it again in 80ms") == nil {
-		t.Error("no longer wait logged after the 8th death (10 ms doubled three times)")
+	for _, wait := range []string{"80ms", "160ms"} { // 10 ms doubled three and four times
+		if hasEntry(hook, logrus.ErrorLevel, "tftp worker died; starting it again in "+wait) == nil {
+			t.Errorf("no wait of %s logged after %d deaths in a row", wait, maxRestarts+4)
+		}
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("Serve after cancel: %v, want nil", err)
