@@ -634,10 +634,10 @@ func unitRoot(t *testing.T, role string) (string, []string) {
 	units := map[string]bool{}
 	for _, l := range p.Layers {
 		for _, f := range l.Files {
-			if f.SourcePath == "" {
+			if f.Source == "" {
 				continue
 			}
-			b, err := os.ReadFile(f.SourcePath)
+			b, err := f.Data()
 			if err != nil {
 				t.Fatal(err)
 			}

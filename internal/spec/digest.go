@@ -12,7 +12,7 @@ import (
 
 // The canonical forms below are what digests cover: every field that
 // changes what a build produces, and nothing that depends on the machine
-// (Path, SourcePath). Lists whose order has no effect (dnf installs a set,
+// (Path, LayersDir). Lists whose order has no effect (dnf installs a set,
 // systemctl enables a set) are sorted, so reordering them changes nothing;
 // lists whose order matters (commands, files, kernel arguments) keep it.
 

@@ -85,7 +85,7 @@ func fileMode(n uint64) fs.FileMode {
 	return m
 }
 
-// findSource sets f.SourcePath and f.LayersDir and checks that Source is a regular file inside
+// findSource sets f.LayersDir and checks that Source is a regular file inside
 // the layers directory, symlinks followed only as far as they stay inside it.
 func findSource(r *reader, dir, path string, f *File) {
 	if f.Source == "" || r.err != nil {
@@ -96,7 +96,7 @@ func findSource(r *reader, dir, path string, f *File) {
 		r.fail(path+".source", "%v", err)
 		return
 	}
-	f.LayersDir, f.SourcePath = abs, filepath.Join(abs, f.Source)
+	f.LayersDir = abs
 	switch fi, err := f.statSource(); {
 	case err != nil:
 		r.fail(path+".source", "%s", sourceMessage(f.Source, err))

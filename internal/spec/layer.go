@@ -55,15 +55,14 @@ type User struct {
 
 // File is a file written into the image, from Source or Content.
 type File struct {
-	Path       string // absolute, in the image
-	Source     string // relative to the layers directory
-	Content    string
-	Mode       fs.FileMode
-	Owner      string
-	Group      string
-	SourcePath string // absolute path of Source on this machine, for messages; "" for Content
-	// LayersDir is the absolute directory Source is relative to. Sources are read only inside
-	// it, through os.Root (File.Data): a symlink out of it is refused.
+	Path    string // absolute, in the image
+	Source  string // relative to the layers directory
+	Content string
+	Mode    fs.FileMode
+	Owner   string
+	Group   string
+	// LayersDir is the absolute directory Source is relative to ("" for Content). Sources are
+	// read only inside it, through os.Root (File.Data): a symlink out of it is refused.
 	LayersDir string
 }
 

@@ -144,7 +144,7 @@ content = "m"
 		Users:   []User{{Name: "slurm", UID: 981, GID: 981, Home: "/var/lib/slurm", Shell: "/sbin/nologin", Comment: "Slurm"}},
 		Files: []File{
 			{Path: "/etc/motd", Source: "files/x/motd", Mode: 0o644, Owner: "root", Group: "root",
-				SourcePath: filepath.Join(dir, "files/x/motd"), LayersDir: dir},
+				LayersDir: dir},
 			{Path: "/usr/local/bin/x", Content: "#!/bin/sh\n", Mode: 0o755 | fs.ModeSetuid, Owner: "slurm", Group: "slurm"},
 		},
 		Services: Services{Enable: []string{"munge"}, Disable: []string{"kdump"}},
