@@ -32,10 +32,11 @@ func (snap snapshot) check() error {
 }
 
 // check wants what the node's lookups match on: a name, a MAC in the form DHCP requests are
-// matched in, an IPv4 address.
+// matched in, an IPv4 address. Whether the name fits a role is the configuration's rule, which
+// bootd applies to every node at start (an error names a node that fits none).
 func (n Node) check() error {
-	if !validName(n.Name) {
-		return fmt.Errorf("name %q is not a node name (want lowercase letters, digits and -, starting with a letter)", n.Name)
+	if n.Name == "" {
+		return errors.New("name is missing")
 	}
 	if err := checkMAC(n.MAC); err != nil {
 		return err
@@ -59,17 +60,4 @@ func checkMAC(mac string) error {
 		return fmt.Errorf("mac %q: write it as %q (lower case, colons), the form requests are matched in", mac, norm)
 	}
 	return nil
-}
-
-// validName accepts a hostname label as bootd's configuration makes them (master, c4).
-func validName(s string) bool {
-	if s == "" || len(s) > 63 || s[0] < 'a' || s[0] > 'z' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
