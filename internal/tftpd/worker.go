@@ -34,12 +34,12 @@ const WorkerCommand = "tftp-worker"
 const inheritedFD = 3
 
 // restartDelay and maxRestarts: a worker that dies is started again after restartDelay (the
-// socket stays bound in the parent, so requests queue meanwhile). One that dies more than
-// maxRestarts times within restartWindow without ever serving is broken (a bad install), and
-// serving stops with its log. One that has served is always started again, waiting twice as
-// long after each death past maxRestarts in a row of workers that lived less than restartWindow,
-// up to maxBackoff restart delays: whoever kills it (a hostile packet, another process of its
-// user) must not take DHCP and HTTP down with it.
+// socket stays bound in the parent, so requests queue meanwhile). Deaths count in a row, of
+// workers that lived less than restartWindow. Past maxRestarts of them, a worker that never
+// served is broken (a bad install), and serving stops with its log; one that has served is
+// started again, waiting twice as long after each further death, up to maxBackoff restart
+// delays: whoever kills it (a hostile packet, another process of its user) must not take DHCP
+// and HTTP down with it.
 // stopWait is how long a stopping worker may finish its transfers: each ends within
 // timeout × (retries+1) once its client stops answering. Variables for tests.
 var (
@@ -73,9 +73,8 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 	cred, as := w.credential()
 	l := &launch{cred: cred, clone: ownPIDNamespace()}
 	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
-	var deaths []time.Time
 	everReady := false
-	streak := 0 // deaths in a row of workers that lived less than restartWindow
+	deaths := 0 // in a row, of workers that lived less than restartWindow
 	for {
 		started := time.Now()
 		ready, err := w.runOnce(ctx, sock, l)
@@ -91,16 +90,15 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 			w.Server.log.WithError(err).Warn("tftp worker could not start as its user; running it as bootd's own")
 			l.cred = nil
 		}
-		deaths = append(recent(deaths, restartWindow), time.Now())
-		if len(deaths) > maxRestarts && !everReady {
-			return fmt.Errorf("tftp worker died %d times within %s, last: %w", len(deaths), restartWindow, err)
+		// Counted in a row, not within a window: waits that grow longer than a window would let
+		// the count, and the wait, drop back to the start.
+		if deaths++; time.Since(started) >= restartWindow {
+			deaths = 1
 		}
-		// Counted in a row, not within a window: waits that grow longer than the window would
-		// otherwise let the count, and the wait, drop back to the start.
-		if streak++; time.Since(started) >= restartWindow {
-			streak = 1
+		if deaths > maxRestarts && !everReady {
+			return fmt.Errorf("tftp worker died %d times in a row, each within %s of its start, last: %w", deaths, restartWindow, err)
 		}
-		wait := backoff(streak)
+		wait := backoff(deaths)
 		w.Server.log.WithError(err).Errorf("tftp worker died; starting it again in %s", wait)
 		select {
 		case <-ctx.Done():
@@ -128,16 +126,6 @@ func backoff(deaths int) time.Duration {
 		return restartDelay
 	}
 	return restartDelay * time.Duration(min(1<<min(deaths-maxRestarts, 16), maxBackoff))
-}
-
-func recent(ts []time.Time, window time.Duration) []time.Time {
-	var out []time.Time
-	for _, t := range ts {
-		if time.Since(t) < window {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // runOnce starts one worker and returns when it exits, stopping it once ctx is done: it closes
