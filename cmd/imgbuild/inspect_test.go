@@ -5,28 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/artifact/artifacttest"
 )
-
-// publish writes a small version of compute into out.
-func publish(t *testing.T, out, version string) string {
-	t.Helper()
-	src := t.TempDir()
-	for _, f := range []string{"vmlinuz", "initramfs.img"} {
-		if err := os.WriteFile(filepath.Join(src, f), []byte(f+" bytes\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m := artifact.Manifest{Name: "compute", Version: version, Created: time.Unix(1700000000, 0),
-		Kernel: artifact.Kernel{File: "vmlinuz"}, Initrds: []string{"initramfs.img"}}
-	dir, err := artifact.Write(out, m, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // TestList: list says plainly that nothing was built yet, and fails (after the table) when a
 // version is broken.
@@ -43,13 +24,13 @@ func TestList(t *testing.T) {
 			[]string{"no image built yet in "}, "", "IMAGE"},
 		{"empty images directory", func(t *testing.T, out string) {}, "",
 			[]string{"no image built yet in "}, "", "IMAGE"},
-		{"no version of the image", func(t *testing.T, out string) { publish(t, out, "1") }, "master",
+		{"no version of the image", func(t *testing.T, out string) { artifacttest.Publish(t, out, "compute", "1") }, "master",
 			[]string{"no version of master in "}, "", "IMAGE"},
-		{"all verify", func(t *testing.T, out string) { publish(t, out, "1") }, "",
+		{"all verify", func(t *testing.T, out string) { artifacttest.Publish(t, out, "compute", "1") }, "",
 			[]string{"compute  1 ", " ok"}, "", "BROKEN"},
 		{"one broken", func(t *testing.T, out string) {
-			publish(t, out, "1")
-			dir := publish(t, out, "2")
+			artifacttest.Publish(t, out, "compute", "1")
+			dir := artifacttest.Publish(t, out, "compute", "2")
 			if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), []byte("tampered\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
