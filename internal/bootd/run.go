@@ -211,8 +211,7 @@ func (d *daemon) listen(ctx context.Context) (*net.UDPConn, net.Listener, error)
 		conn.Close()
 		return nil, nil, fmt.Errorf("http: %w%s", err, portHint(err, "tcp", d.cfg.Ports.HTTP))
 	}
-	d.log.WithFields(logrus.Fields{"interface": d.cfg.Interface, "tftp": conn.LocalAddr().String(), "http": ln.Addr().String()}).
-		Info("tftp and http listening")
+	d.log.WithFields(logrus.Fields{"interface": d.cfg.Interface, "addr": ln.Addr().String()}).Info("http listening") // tftp's worker says where it listens
 	return conn, ln, nil
 }
 

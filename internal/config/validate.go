@@ -11,8 +11,9 @@ import (
 // Validate checks that c is complete and consistent: addresses in the
 // subnet, node ranges, pool and gateway apart, names usable as hostnames.
 // If server (bootd's own address) is valid, it must also be an address of
-// the subnet that no node or pool holds (it may be the gateway). Errors are *Error values; a value that came from the file
-// Load read is located by file and line.
+// the subnet that no node or pool holds (it may be the gateway). Errors are
+// *Error values; a value that came from the file Load read is located by
+// file and line.
 func (c Config) Validate(server netip.Addr) error {
 	checks := []func() error{
 		c.checkBasics, c.checkPorts, c.checkSubnet, c.checkNetwork,

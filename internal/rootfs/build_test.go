@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,13 +148,13 @@ func TestBuildIgnoresUmask(t *testing.T) {
 		return out
 	}
 	want, got := modes(0o022), modes(0o027)
-	for _, p := range []string{"", "/etc/munge", "/var/lib/munge/marker", "/var/lib/munge/state"} {
+	for _, p := range slices.Sorted(maps.Keys(want)) {
 		if got[p] != want[p] {
 			t.Errorf("%q: mode %v under umask 027, %v under 022", p, got[p], want[p])
 		}
 	}
-	if !maps.Equal(got, want) {
-		t.Errorf("modes differ under umask 027:\n got %v\nwant %v", got, want)
+	if len(got) != len(want) {
+		t.Errorf("%d paths under umask 027, %d under 022", len(got), len(want))
 	}
 }
 
@@ -235,7 +236,7 @@ func TestFileSourceOutsideLayersRefused(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(layers, "conf")); err != nil {
 		t.Fatal(err)
 	}
-	f := spec.File{Path: "/etc/conf", Source: "conf", LayersDir: layers, SourcePath: filepath.Join(layers, "conf"), Mode: 0o644}
+	f := spec.File{Path: "/etc/conf", Source: "conf", LayersDir: layers, Mode: 0o644}
 	err := writeFile(tree, f)
 	if err == nil || !strings.Contains(err.Error(), "escapes") {
 		t.Fatalf("err = %v, want a refusal to read through a symlink out of the layers directory", err)
