@@ -5,12 +5,13 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/ratelog"
 )
 
 // Lease is the address a Leaser hands to one MAC.
@@ -52,34 +53,14 @@ type Handler struct {
 	network  []dhcpv4.Option // options 1, 3, 6, 15: the same in every positive reply
 	leaser   Leaser
 	log      logrus.FieldLogger
-	// leaseErrs rate-limits the warning for requests the Leaser could not serve: a flood of
-	// DISCOVERs from made-up MACs exhausts the pool, and each further one would log a line.
-	leaseErrs limiter
+	// remote rate-limits the lines any client can trigger at will: a flood of DISCOVERs from
+	// made-up MACs exhausts the pool, and each further one would log a "no lease" line.
+	remote *ratelog.Limiter
 }
 
-// leaseErrEvery is how often at most a failed lease is logged as a warning; the others go to the
-// debug log and are counted in the next warning.
-const leaseErrEvery = 10 * time.Second
-
-// limiter lets one event through per interval and counts the ones it held back.
-type limiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-// allow reports whether an event at now may be logged, and how many were held back since the last.
-func (l *limiter) allow(now time.Time, every time.Duration) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < every {
-		l.suppressed++
-		return false, 0
-	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	return true, n
-}
+// remoteLogEvery is how often at most each kind of remotely triggered line is logged at its
+// level; the others go to the debug log and are counted in the next one.
+const remoteLogEvery = 10 * time.Second
 
 // NewHandler returns a handler serving opts with addresses from leaser. A nil log discards.
 func NewHandler(opts Options, leaser Leaser, log logrus.FieldLogger) *Handler {
@@ -95,6 +76,7 @@ func NewHandler(opts Options, leaser Leaser, log logrus.FieldLogger) *Handler {
 		network:  networkOptions(opts),
 		leaser:   leaser,
 		log:      log,
+		remote:   ratelog.New(remoteLogEvery),
 	}
 }
 
@@ -173,11 +155,7 @@ func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, bind bool, log logrus.Fie
 	l, ok, err := h.leaser.Lease(req.ClientHWAddr, c.pxe, bind)
 	switch {
 	case err != nil:
-		if ok, n := h.leaseErrs.allow(time.Now(), leaseErrEvery); ok {
-			log.WithError(err).WithField("suppressed", n).Warnf("no lease for client (at most one such warning per %s; suppressed counts the others since the last)", leaseErrEvery)
-		} else {
-			log.WithError(err).Debug("no lease for client")
-		}
+		h.remote.Log(log.WithError(err), logrus.WarnLevel, "no lease for client")
 		return Lease{}, false
 	case !ok:
 		log.WithField("pxe", c.pxe).Debug("unknown client that is not PXE booting: not answered")
@@ -198,8 +176,8 @@ func (h *Handler) request(req *dhcpv4.DHCPv4, log logrus.FieldLogger) *dhcpv4.DH
 	}
 	want := requested(req)
 	if want != l.IP {
-		log.WithFields(logrus.Fields{"requested": want.String(), "ip": l.IP.String()}).
-			Info("dhcp nak: requested address is not the client's lease")
+		h.remote.Log(log.WithFields(logrus.Fields{"requested": want.String(), "ip": l.IP.String()}),
+			logrus.InfoLevel, "dhcp nak: requested address is not the client's lease")
 		return h.nak(req)
 	}
 	return h.leaseReply(req, dhcpv4.MessageTypeAck, c, l, log)

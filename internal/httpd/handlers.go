@@ -37,7 +37,7 @@ func (s *Server) machineScript(w http.ResponseWriter, r *http.Request) {
 	log := s.log.WithFields(logrus.Fields{"mac": mac.String(), "remote": r.RemoteAddr})
 	switch {
 	case errors.Is(err, ErrForbidden):
-		log.WithError(err).Warn("refused a machine script request")
+		s.remote.Log(log.WithError(err), logrus.WarnLevel, "refused a machine script request")
 		http.Error(w, "forbidden", http.StatusForbidden)
 	case err != nil:
 		log.WithError(err).Error("cannot boot machine")

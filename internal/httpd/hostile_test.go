@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 // anyNodes accepts every hardware report.
@@ -120,5 +124,30 @@ func TestHostileRequests(t *testing.T) {
 			}
 			ok()
 		})
+	}
+}
+
+// Refusals are logged at most once per interval each: any machine on the segment can send them.
+func TestRefusalsAreRateLimited(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, t.TempDir()}, anyNodes{}, log)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	for range 50 {
+		for _, path := range []string{"/api/v1/node/overlay", "/ipxe/machine?mac=52-54-00-00-00-66"} {
+			if resp, _ := get(t, ts.URL+path); resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("%s: %s, want 403", path, resp.Status)
+			}
+		}
+	}
+	warnings := map[string]int{}
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			warnings[e.Message]++
+		}
+	}
+	want := map[string]int{"overlay refused": 1, "refused a machine script request": 1}
+	if !maps.Equal(warnings, want) {
+		t.Errorf("warnings for 50 refusals of each kind: %v, want %v", warnings, want)
 	}
 }

@@ -99,12 +99,12 @@ func (s *Server) kickstart(w http.ResponseWriter, r *http.Request) {
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error, what string) {
 	switch {
 	case errors.Is(err, ErrForbidden):
-		s.log.WithError(err).WithField("remote", r.RemoteAddr).Warn(what + " refused")
+		s.remote.Log(s.log.WithError(err).WithField("remote", r.RemoteAddr), logrus.WarnLevel, what+" refused")
 		http.Error(w, "forbidden", http.StatusForbidden)
 	case errors.Is(err, ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	case errors.Is(err, ErrNotFound):
-		s.log.WithError(err).WithField("remote", r.RemoteAddr).Warn(what + ": not found")
+		s.remote.Log(s.log.WithError(err).WithField("remote", r.RemoteAddr), logrus.WarnLevel, what+": not found")
 		http.Error(w, err.Error(), http.StatusNotFound)
 	default:
 		s.log.WithError(err).WithField("remote", r.RemoteAddr).Error(what + " failed")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/ratelog"
 )
 
 // Facts are what iPXE reports about a machine in its script URL.
@@ -72,7 +74,13 @@ type Server struct {
 	files    Files
 	nodes    Nodes
 	log      logrus.FieldLogger
+	// remote rate-limits the warnings any machine on the segment can trigger at will (refusals).
+	remote *ratelog.Limiter
 }
+
+// remoteLogEvery is how often at most each kind of refusal is logged as a warning; the others go
+// to the debug log and are counted in the next one.
+const remoteLogEvery = 10 * time.Second
 
 // New returns the HTTP listener's handler set. nodes may be nil: the node endpoints then
 // answer 404.
@@ -80,7 +88,7 @@ func New(opts Options, m Machines, f Files, nodes Nodes, log logrus.FieldLogger)
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 3 * time.Second
 	}
-	return &Server{opts: opts, machines: m, files: f, nodes: nodes, log: log}
+	return &Server{opts: opts, machines: m, files: f, nodes: nodes, log: log, remote: ratelog.New(remoteLogEvery)}
 }
 
 // Handler routes bootd's endpoints.

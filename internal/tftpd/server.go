@@ -7,11 +7,14 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/pin/tftp/v3"
 	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/ratelog"
 )
 
 const (
@@ -36,9 +39,20 @@ var errNotFound = errors.New("file not found")
 // Server serves the Allowed files from one directory. bootd's process keeps it to check the
 // directory once and for UEFI HTTP boot (Open); the TFTP socket itself is served by a Worker.
 type Server struct {
-	root  string
-	files []string // the Allowed files root holds, found by New
-	log   logrus.FieldLogger
+	root      string
+	files     []string // the Allowed files root holds, found by New
+	log       logrus.FieldLogger
+	transfers *slots
+	// remote rate-limits the lines any client can trigger at will (refusals, failed transfers).
+	remote *ratelog.Limiter
+}
+
+// remoteLogEvery is how often at most each kind of remotely triggered line is logged at its
+// level; the others go to the debug log and are counted in the next one.
+const remoteLogEvery = 10 * time.Second
+
+func newServer(root string, files []string, log logrus.FieldLogger) *Server {
+	return &Server{root: root, files: files, log: log, transfers: newSlots(), remote: ratelog.New(remoteLogEvery)}
 }
 
 // New returns a Server for root, the iPXE directory. It fails if root holds
@@ -49,7 +63,7 @@ func New(root string, log logrus.FieldLogger) (*Server, error) {
 		return nil, err
 	}
 	log.WithFields(logrus.Fields{"dir": root, "files": strings.Join(found, ",")}).Info("tftp files available")
-	return &Server{root: root, files: found, log: log}, nil
+	return newServer(root, found, log), nil
 }
 
 // servable lists the Allowed files root holds, warning about any present but refused.
@@ -113,15 +127,22 @@ type plainConn struct{ net.PacketConn }
 // read is pin/tftp's read handler: one call per RRQ.
 func (s *Server) read(path string, rf io.ReaderFrom) error {
 	start := time.Now()
-	log := s.log.WithField("client", clientAddr(rf))
+	client := clientAddr(rf)
+	log := s.log.WithField("client", client.String())
+	if !s.transfers.take(client.Addr()) {
+		s.remote.Log(log.WithFields(logrus.Fields{"max_transfers": maxTransfers, "max_per_client": maxPerClient}),
+			logrus.WarnLevel, "tftp request refused: too many transfers at once")
+		return errBusy
+	}
+	defer s.transfers.release(client.Addr())
 	name, err := CleanPath(path)
 	if err != nil {
-		log.WithField("path", path).Info("tftp request refused: not an iPXE binary")
+		s.remote.Log(log.WithField("path", path), logrus.InfoLevel, "tftp request refused: not an iPXE binary")
 		return errNotFound
 	}
 	f, size, err := open(s.root, name)
 	if err != nil {
-		log.WithField("file", name).WithError(err).Warn("tftp request refused")
+		s.remote.Log(log.WithField("file", name).WithError(err), logrus.WarnLevel, "tftp request refused")
 		return errNotFound
 	}
 	defer f.Close()
@@ -130,12 +151,12 @@ func (s *Server) read(path string, rf io.ReaderFrom) error {
 	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
 		ot.SetSize(size)
 	}
-	n, err := rf.ReadFrom(f)
-	logTransfer(log.WithField("file", name), n, time.Since(start), err)
+	n, err := rf.ReadFrom(deadlineReader{f, start.Add(maxTransferTime)})
+	s.logTransfer(log.WithField("file", name), n, time.Since(start), err)
 	return err
 }
 
-func logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
+func (s *Server) logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
 	log = log.WithFields(logrus.Fields{"bytes": n, "duration": d.Round(time.Millisecond).String()}) // a string: it crosses the worker's JSON log intact
 	switch {
 	case err == nil:
@@ -143,7 +164,8 @@ func logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
 	case isTSizeProbe(err):
 		log.Debug("tftp tsize probe: client aborted after the option ack, as UEFI firmware does")
 	default:
-		log.WithError(err).Warn("tftp transfer failed")
+		// A client that stops answering ends so: anyone can make that happen at will.
+		s.remote.Log(log.WithError(err), logrus.WarnLevel, "tftp transfer failed")
 	}
 }
 
@@ -155,12 +177,15 @@ func isTSizeProbe(err error) bool {
 	return strings.HasPrefix(err.Error(), "sending block 0: code=8,")
 }
 
-func clientAddr(rf io.ReaderFrom) string {
+// clientAddr is the transfer's client, or the zero AddrPort when pin/tftp does not say (then
+// all such transfers share one per-client bound).
+func clientAddr(rf io.ReaderFrom) netip.AddrPort {
 	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
 		a := ot.RemoteAddr()
-		return a.String()
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) // 1.2.3.4, however net stored it
 	}
-	return "unknown"
+	return netip.AddrPort{}
 }
 
 // hook receives pin/tftp's transfer statistics. The read handler already
