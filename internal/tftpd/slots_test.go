@@ -127,7 +127,8 @@ func TestTransferSlotsComeBack(t *testing.T) {
 		return op == opDATA
 	})
 	time.Sleep(50 * time.Millisecond) // for that last abort
-	for range 3 { // one after the other, each giving its slot back when it ends
+	// One after the other, each giving its slot back when it ends.
+	for range 3 {
 		if got := fetch(t, addr, "ipxe.efi"); string(got) != string(content["ipxe.efi"]) {
 			t.Fatal("a client with a free slot did not get its file")
 		}
