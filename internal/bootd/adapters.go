@@ -28,10 +28,17 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, 
 	}
 	// One lookup per MAC at a time: a client that retransmits its DISCOVER while its new address
 	// is being probed shares that probe's outcome instead of renewing the unprobed address. A
-	// REQUEST that shared an OFFER's lookup looks again, bound (a renewal: quick).
+	// REQUEST that shared an OFFER's lookup looks again, bound (a renewal: quick); a DISCOVER that
+	// shared a REQUEST's, which allocates nothing, looks again for an offer.
 	v, err, _ := l.d.leasing.Do(mac.String(), func() (any, error) { return l.d.discoveryLease(mac.String(), bind) })
-	if err == nil && bind && !v.(boundLease).bound {
+	switch {
+	case err == nil && bind && !v.(boundLease).bound:
 		v, err = l.d.discoveryLease(mac.String(), true)
+	case errors.Is(err, inventory.ErrNoLease) && !bind:
+		v, err = l.d.discoveryLease(mac.String(), false)
+	}
+	if errors.Is(err, inventory.ErrNoLease) {
+		return dhcpd.Lease{}, false, fmt.Errorf("%w: %w", dhcpd.ErrNoLease, err)
 	}
 	if err != nil {
 		return dhcpd.Lease{}, false, err
@@ -43,6 +50,27 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, 
 type boundLease struct {
 	inventory.Lease
 	bound bool
+}
+
+// discoveryLease is mac's lease for an OFFER (offerLease), or bound for an ACK (bindLease).
+func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
+	if bind {
+		l, err := d.bindLease(mac)
+		return boundLease{l, true}, err
+	}
+	l, err := d.offerLease(mac)
+	return boundLease{l, false}, err
+}
+
+// bindLease binds mac's discovery lease for a REQUEST, once the re-probe of its offered address
+// (if one is in flight) is done: when that found a squatter, the address is no longer mac's and
+// the REQUEST gets a NAK. A MAC holding no lease gets inventory.ErrNoLease: only a DISCOVER
+// allocates, so REQUESTs from made-up MACs take no address and cause no write.
+func (d *daemon) bindLease(mac string) (inventory.Lease, error) {
+	if d.scout != nil {
+		d.scout.awaitConfirm(mac)
+	}
+	return d.inv.BindLease(mac, d.pool())
 }
 
 // Prober finds hosts that already use addresses on the segment (internal/arpprobe): one address,
@@ -67,61 +95,55 @@ const (
 	maxProbes = 3
 )
 
-// discoveryLease returns mac's discovery lease. A newly allocated address is probed with ARP
-// (RFC 5227): when another host answers at it, that host is named in the log, the address is held
-// back like a declined one, and the next free address is tried. Renewals are not probed: the
-// client itself may answer at its address.
+// offerLease returns mac's discovery lease for an OFFER, allocating one when mac holds none. A
+// newly allocated address is probed with ARP (RFC 5227): when another host answers at it, that
+// host is named in the log, the address is held back like a declined one, and the next free
+// address is tried. Renewals are not probed: the client itself may answer at its address.
 //
 // The inventory prefers an address the scout vouches for (swept free within scoutFresh, no ARP
 // from it since). Such an address is offered at once, and re-probed while the OFFER travels
 // (confirmTimeout); mac's next request (its REQUEST) waits for that re-probe. Without a vouched
 // address (no scout, or none free), the new address gets the full probe (probeTimeout) first.
-func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
+func (d *daemon) offerLease(mac string) (inventory.Lease, error) {
 	var prefer func(netip.Addr) bool
 	if d.scout != nil {
 		d.scout.awaitConfirm(mac)
 		prefer = d.scout.vouches
 	}
 	for range maxProbes {
-		lease, fresh, vouched, err := d.inv.DiscoveryLeaseFrom(mac, d.pool(), prefer, bind)
+		lease, fresh, vouched, err := d.inv.DiscoveryLeaseFrom(mac, d.pool(), prefer, false)
 		if err != nil || !fresh || d.probe == nil {
-			return boundLease{lease, bind}, err
+			return lease, err
 		}
-		probe, timeout := d.probe.Probe, probeTimeout
 		if d.scout != nil {
 			d.scout.took(lease.Address)
-			if vouched && !bind {
-				d.scout.confirmLater(mac, lease.Address)
-				return boundLease{lease, bind}, nil
-			}
 			if vouched {
-				// A REQUEST that allocates (INIT-REBOOT, or its offer was taken back) gets no
-				// OFFER to hide the re-probe behind: it waits for it here.
-				probe, timeout = d.probe.Reprobe, confirmTimeout
+				d.scout.confirmLater(mac, lease.Address)
+				return lease, nil
 			}
 		}
-		squatter, err := probe(context.Background(), lease.Address, timeout)
+		squatter, err := d.probe.Probe(context.Background(), lease.Address, probeTimeout)
 		if err != nil {
 			// Fail open: an unprobed offer is what bootd did before probing existed, and a client
 			// that finds the address in use still declines it.
 			d.log.WithError(err).WithField("address", lease.Address).Warn("discovery address offered without an ARP probe")
-			return boundLease{lease, bind}, nil
+			return lease, nil
 		}
 		if squatter == nil {
-			return boundLease{lease, bind}, nil
+			return lease, nil
 		}
 		held, err := d.holdBack(squatter, lease.Address, func() (bool, error) {
 			return true, d.inv.HoldAddress(mac, lease.Address, d.cfg.Discovery.LeaseTime)
 		})
 		if err != nil {
-			return boundLease{}, err
+			return inventory.Lease{}, err
 		}
 		if !held { // the squatter is over its share: its answer counts for nothing
-			return boundLease{lease, bind}, nil
+			return lease, nil
 		}
 		d.logSquatter(lease.Address, squatter, mac)
 	}
-	return boundLease{}, fmt.Errorf("%d discovery addresses in a row answer ARP already (held back, see above): no lease for %s this time", maxProbes, mac)
+	return inventory.Lease{}, fmt.Errorf("%d discovery addresses in a row answer ARP already (held back, see above): no lease for %s this time", maxProbes, mac)
 }
 
 // logSquatter names a host found answering at a pool address it has no lease for (clientMAC: the
@@ -229,7 +251,7 @@ func (d *daemon) checkSource(mac string, from netip.Addr) error {
 	if err != nil || l.Address != from {
 		return fmt.Errorf("machine %s asked from %s, which bootd did not lease to it: %w", mac, from, httpd.ErrForbidden)
 	}
-	_, err = d.inv.DiscoveryLease(mac, d.pool())
+	_, err = d.inv.BindLease(mac, d.pool()) // renews only: a lease pruned since LeaseOf is not made anew
 	return err
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/config"
 	"github.com/labcluster/gpucluster/internal/ctl"
+	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/overlays"
@@ -43,6 +44,15 @@ func hw(s string) net.HardwareAddr {
 	return m
 }
 
+// dora looks mac's lease up as a DHCP client gets it: DISCOVER (the OFFER's lookup), then
+// REQUEST (bound), whose answer it returns; or the DISCOVER's when that found nothing.
+func dora(d *daemon, mac net.HardwareAddr, pxe bool) (dhcpd.Lease, bool, error) {
+	if l, ok, err := (leaser{d}).Lease(mac, pxe, false); err != nil || !ok {
+		return l, ok, err
+	}
+	return leaser{d}.Lease(mac, pxe, true)
+}
+
 func TestLeaser(t *testing.T) {
 	d := testDaemon(t)
 	if _, _, err := d.inv.See("52:54:00:00:00:04", inventory.Facts{}); err != nil {
@@ -66,7 +76,7 @@ func TestLeaser(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, ok, err := leaser{d}.Lease(hw(tt.mac), tt.pxe, true)
+			l, ok, err := dora(d, hw(tt.mac), tt.pxe)
 			if err != nil || ok != tt.wantOK {
 				t.Fatalf("Lease = %+v, %v, %v; want ok=%v", l, ok, err, tt.wantOK)
 			}
@@ -132,7 +142,7 @@ func TestMachineRequestsComeFromTheirAddress(t *testing.T) {
 	if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c4"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := (leaser{d}).Lease(hw("52:54:00:00:00:09"), true, true); err != nil { // 10.80.0.200
+	if _, _, err := dora(d, hw("52:54:00:00:00:09"), true); err != nil { // 10.80.0.200
 		t.Fatal(err)
 	}
 	tests := []struct {

@@ -97,7 +97,7 @@ func TestLeaserProbesNewDiscoveryAddresses(t *testing.T) {
 	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{netip.MustParseAddr("10.80.0.200"): squatter}}
 	d.probe = p
 
-	l, ok, err := leaser{d}.Lease(hw("52:54:00:00:00:09"), true, true)
+	l, ok, err := dora(d, hw("52:54:00:00:00:09"), true)
 	if err != nil || !ok || l.IP.String() != "10.80.0.201" {
 		t.Fatalf("Lease = %v %v %v; want 10.80.0.201 since 10.80.0.200 answers ARP", l.IP, ok, err)
 	}
@@ -122,7 +122,7 @@ func TestLeaserProbesNewDiscoveryAddresses(t *testing.T) {
 	}
 
 	t.Run("renewals are not probed", func(t *testing.T) {
-		if l, _, _ := (leaser{d}).Lease(hw("52:54:00:00:00:09"), true, true); l.IP.String() != "10.80.0.201" || p.count() != 2 {
+		if l, _, _ := dora(d, hw("52:54:00:00:00:09"), true); l.IP.String() != "10.80.0.201" || p.count() != 2 {
 			t.Fatalf("renewal = %v after %d probes; want 10.80.0.201 and no new probe", l.IP, p.count())
 		}
 	})
@@ -133,14 +133,14 @@ func TestLeaserProbesNewDiscoveryAddresses(t *testing.T) {
 		if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c4", MAC: "52:54:00:00:00:04"}); err != nil {
 			t.Fatal(err)
 		}
-		if l, _, _ := (leaser{d}).Lease(hw("52:54:00:00:00:04"), true, true); l.IP.String() != "10.80.0.104" || p.count() != 2 {
+		if l, _, _ := dora(d, hw("52:54:00:00:00:04"), true); l.IP.String() != "10.80.0.104" || p.count() != 2 {
 			t.Fatalf("node lease = %v after %d probes; want 10.80.0.104 and no new probe", l.IP, p.count())
 		}
 	})
 	t.Run("a probe that cannot be made fails open", func(t *testing.T) {
 		p.err = errors.New("no CAP_NET_RAW")
 		defer func() { p.err = nil }()
-		if l, ok, err := (leaser{d}).Lease(hw("52:54:00:00:00:0b"), true, true); err != nil || !ok || l.IP.String() != "10.80.0.202" {
+		if l, ok, err := dora(d, hw("52:54:00:00:00:0b"), true); err != nil || !ok || l.IP.String() != "10.80.0.202" {
 			t.Fatalf("Lease = %v %v %v; want 10.80.0.202 unprobed", l.IP, ok, err)
 		}
 	})
@@ -154,7 +154,7 @@ func TestLeaserGivesUpAfterMaxProbes(t *testing.T) {
 	}
 	d.probe = p
 	mac := hw("52:54:00:00:00:09")
-	if _, _, err := (leaser{d}).Lease(mac, true, true); err == nil {
+	if _, _, err := dora(d, mac, true); err == nil {
 		t.Fatal("a lease although every address probed answers ARP")
 	}
 	if p.count() != maxProbes {
@@ -162,9 +162,9 @@ func TestLeaserGivesUpAfterMaxProbes(t *testing.T) {
 	}
 	// The next request goes on where the last stopped.
 	for range 3 {
-		_, _, _ = leaser{d}.Lease(mac, true, true)
+		_, _, _ = dora(d, mac, true)
 	}
-	if l, ok, err := (leaser{d}).Lease(mac, true, true); err != nil || !ok || l.IP.String() != "10.80.0.210" {
+	if l, ok, err := dora(d, mac, true); err != nil || !ok || l.IP.String() != "10.80.0.210" {
 		t.Fatalf("Lease = %v %v %v; want 10.80.0.210, the first address nobody answers at", l.IP, ok, err)
 	}
 }
@@ -179,7 +179,7 @@ func TestLeaserOneProbePerMAC(t *testing.T) {
 	got := make([]string, 5)
 	for i := range got {
 		wg.Go(func() {
-			l, _, err := leaser{d}.Lease(hw("52:54:00:00:00:09"), true, true)
+			l, _, err := leaser{d}.Lease(hw("52:54:00:00:00:09"), true, false)
 			got[i] = l.IP.String()
 			if err != nil {
 				got[i] = err.Error()

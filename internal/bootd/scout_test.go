@@ -2,6 +2,7 @@ package bootd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -75,7 +76,7 @@ func TestScoutSweepsThePool(t *testing.T) {
 	if !held(d, addr200) || !loggedSquatter(hook, addr200, squatterMAC) {
 		t.Fatalf("squatter found by the sweep: held %v, logged %v", held(d, addr200), loggedSquatter(hook, addr200, squatterMAC))
 	}
-	if l := lease(t, d, "52:54:00:00:00:09", true); l.IP.String() != "10.80.0.201" {
+	if l, _, _ := dora(d, hw("52:54:00:00:00:09"), true); l.IP.String() != "10.80.0.201" {
 		t.Fatalf("Lease = %v, want 10.80.0.201", l.IP)
 	}
 	d.scout.awaitConfirm("52:54:00:00:00:09")
@@ -116,9 +117,9 @@ func TestScoutReprobeTakesTheAddressBack(t *testing.T) {
 	if reprobes != 1 {
 		t.Fatalf("the offered address was re-probed %d times with Reprobe, want once (one packet)", reprobes)
 	}
-	// The REQUEST comes at once; it waits for the re-probe.
-	if l := lease(t, d, mac, true); l.IP == addr200 {
-		t.Fatal("the REQUEST still gets 10.80.0.200 although a host answers there")
+	// The REQUEST comes at once; it waits for the re-probe, and finds no lease left (NAK).
+	if l, _, err := (leaser{d}).Lease(hw(mac), true, true); !errors.Is(err, dhcpd.ErrNoLease) {
+		t.Fatalf("the REQUEST got %v, %v; want a NAK (ErrNoLease), since a host answers at 10.80.0.200", l.IP, err)
 	}
 	if !held(d, addr200) || !loggedSquatter(hook, addr200, squatterMAC) {
 		t.Fatalf("squatter found by the re-probe: held %v, logged %v", held(d, addr200), loggedSquatter(hook, addr200, squatterMAC))
@@ -137,7 +138,7 @@ func TestScoutWatch(t *testing.T) {
 		t.Fatalf("a host seen at a free address: vouched %v, held %v, logged %v", d.scout.vouches(a201), held(d, a201), loggedSquatter(hook, a201, squatterMAC))
 	}
 	client := "52:54:00:00:00:09"
-	if l := lease(t, d, client, true); l.IP != addr200 {
+	if l, _, _ := dora(d, hw(client), true); l.IP != addr200 {
 		t.Fatalf("Lease = %v, want 10.80.0.200", l.IP)
 	}
 	hook.Reset()
@@ -207,7 +208,7 @@ func TestScoutConcurrentLeasesDistinct(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			l, _, err := leaser{d}.Lease(hw(fmt.Sprintf("52:54:00:00:02:%02x", i)), true, true)
+			l, _, err := dora(d, hw(fmt.Sprintf("52:54:00:00:02:%02x", i)), true)
 			got[i] = l.IP.String()
 			if err != nil {
 				got[i] = err.Error()
@@ -221,24 +222,6 @@ func TestScoutConcurrentLeasesDistinct(t *testing.T) {
 			t.Fatalf("%s given twice: %v", g, got)
 		}
 		seen[g] = true
-	}
-}
-
-// A REQUEST that allocates (a MAC with no lease: INIT-REBOOT, or its offer was taken back) gets
-// a swept address only after the re-probe, never bound while the re-probe still runs.
-func TestRequestThatAllocatesWaitsForTheReprobe(t *testing.T) {
-	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}
-	d, _ := scoutDaemon(t, p)
-	d.scout.round(context.Background())
-	p.mu.Lock()
-	p.taken[addr200] = squatterMAC // since the sweep, silent
-	p.delay = 20 * time.Millisecond
-	p.mu.Unlock()
-	if l := lease(t, d, "52:54:00:00:00:09", true); l.IP == addr200 {
-		t.Fatal("a REQUEST was bound to 10.80.0.200 before its re-probe found the host there")
-	}
-	if !held(d, addr200) {
-		t.Fatal("10.80.0.200 not held back")
 	}
 }
 
@@ -278,5 +261,46 @@ func TestScoutClaims(t *testing.T) {
 	d2.scout.seen(addr200, hw(mac))
 	if held(d2, addr200) || len(hook2.AllEntries()) != 0 {
 		t.Fatalf("a machine at its own expired lease's address: held %v, log %v", held(d2, addr200), hook2.AllEntries())
+	}
+}
+
+// Only a DISCOVER allocates: REQUESTs from made-up MACs take no address. A DISCOVER that shares
+// the lookup of its MAC's REQUEST, which the re-probe left without a lease, still gets an offer.
+func TestRequestAllocatesNothing(t *testing.T) {
+	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}
+	d, _ := scoutDaemon(t, p)
+	d.scout.round(context.Background())
+	for i := range 100 {
+		if _, _, err := (leaser{d}).Lease(hw(fmt.Sprintf("52:54:00:00:03:%02x", i)), true, true); !errors.Is(err, dhcpd.ErrNoLease) {
+			t.Fatalf("REQUEST from a MAC without a lease: %v, want ErrNoLease (NAK)", err)
+		}
+	}
+	if n := len(d.inv.Leases()); n != 0 {
+		t.Fatalf("100 REQUESTs without leases left %d leases, want none", n)
+	}
+
+	p.mu.Lock()
+	p.taken[addr200] = squatterMAC // since the sweep, silent
+	p.delay = 50 * time.Millisecond
+	p.mu.Unlock()
+	const mac = "52:54:00:00:00:09"
+	if l := lease(t, d, mac, false); l.IP != addr200 {
+		t.Fatalf("offered %v, want 10.80.0.200 (vouched)", l.IP)
+	}
+	request := make(chan error, 1)
+	go func() {
+		_, _, err := (leaser{d}).Lease(hw(mac), true, true) // waits for the re-probe
+		request <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // the REQUEST's lookup is under way; a retransmitted DISCOVER joins it
+	if l := lease(t, d, mac, false); l.IP == addr200 || !l.IP.IsValid() {
+		t.Fatalf("DISCOVER sharing the REQUEST's lookup: offered %v, want another address than 10.80.0.200", l.IP)
+	}
+	if err := <-request; !errors.Is(err, dhcpd.ErrNoLease) {
+		t.Fatalf("REQUEST for the address the re-probe took back: %v, want ErrNoLease (NAK)", err)
+	}
+	// The client REQUESTs its new offer, once its re-probe and write are done.
+	if l := lease(t, d, mac, true); l.IP == addr200 {
+		t.Fatalf("bound %v, which a host answers at", l.IP)
 	}
 }

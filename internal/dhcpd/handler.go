@@ -1,6 +1,7 @@
 package dhcpd
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -25,15 +26,20 @@ type Lease struct {
 // Serve calls it from one goroutine per packet, so it must be safe for concurrent use.
 type Leaser interface {
 	// Lease returns mac's address: its reservation when it is an assigned node; otherwise, when pxe is
-	// true, a short discovery lease (allocated if needed). ok=false means: do not answer (not a PXE
-	// client and not assigned); a non-nil err means the pool is exhausted or storage failed (log it, no answer).
+	// true, a short discovery lease. ok=false means: do not answer (not a PXE client and not
+	// assigned); a non-nil err means the pool is exhausted or storage failed (log it, no answer).
 	// bind is true for a REQUEST (the answer is an ACK: the lease must be durable first) and false for
-	// a DISCOVER (an OFFER binds nothing, so the lease may still be on its way to storage).
+	// a DISCOVER (an OFFER binds nothing, so the lease may still be on its way to storage). Only a
+	// DISCOVER allocates: a REQUEST from a client holding no discovery lease gets an error wrapping
+	// ErrNoLease (NAK), so REQUESTs from made-up MACs take no address.
 	Lease(mac net.HardwareAddr, pxe, bind bool) (l Lease, ok bool, err error)
 	// Release frees mac's discovery lease on addr (DHCPRELEASE), or marks addr bad (declined=true,
 	// DHCPDECLINE); a lease on another address is not mac's to release.
 	Release(mac net.HardwareAddr, addr netip.Addr, declined bool)
 }
+
+// ErrNoLease is what a Leaser wraps when a REQUEST's client holds no lease to bind.
+var ErrNoLease = errors.New("client holds no lease")
 
 // Options is the network the handler describes to clients. internal/config validates it; the
 // handler only skips what is unset.
@@ -143,36 +149,52 @@ func (h *Handler) forUs(req *dhcpv4.DHCPv4) bool {
 // offer answers a DISCOVER with the client's lease; an OFFER binds nothing (see Leaser).
 func (h *Handler) offer(req *dhcpv4.DHCPv4, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
 	c := classify(req)
-	l, ok := h.lookup(req, c, false, log)
-	if !ok {
+	l, found := h.lookup(req, c, false, log)
+	if found != leaseFound {
 		return nil
 	}
 	return h.leaseReply(req, dhcpv4.MessageTypeOffer, c, l, log)
 }
 
+// found is what lookup found for a client.
+type found int
+
+const (
+	noAnswer   found = iota // none of our business, or the Leaser failed: stay silent
+	noLease                 // a REQUEST's client holds no lease: NAK
+	leaseFound              // answer with the lease
+)
+
 // lookup asks the Leaser for req's lease, logging why there is none.
-func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, bind bool, log logrus.FieldLogger) (Lease, bool) {
+func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, bind bool, log logrus.FieldLogger) (Lease, found) {
 	l, ok, err := h.leaser.Lease(req.ClientHWAddr, c.pxe, bind)
 	switch {
+	case bind && errors.Is(err, ErrNoLease):
+		h.remote.Log(log.WithField("requested", requested(req).String()), logrus.InfoLevel,
+			"dhcp nak: the client holds no lease (it will DISCOVER again)")
+		return Lease{}, noLease
 	case err != nil:
 		h.remote.Log(log.WithError(err), logrus.WarnLevel, "no lease for client")
-		return Lease{}, false
+		return Lease{}, noAnswer
 	case !ok:
 		log.WithField("pxe", c.pxe).Debug("unknown client that is not PXE booting: not answered")
-		return Lease{}, false
+		return Lease{}, noAnswer
 	case !l.IP.Is4():
 		log.WithField("ip", l.IP.String()).Error("leaser returned a non-IPv4 address")
-		return Lease{}, false
+		return Lease{}, noAnswer
 	}
-	return l, true
+	return l, leaseFound
 }
 
 // request answers a REQUEST: ACK when the requested address is the client's lease, NAK otherwise.
 func (h *Handler) request(req *dhcpv4.DHCPv4, log logrus.FieldLogger) *dhcpv4.DHCPv4 {
 	c := classify(req)
-	l, ok := h.lookup(req, c, true, log)
-	if !ok {
+	l, found := h.lookup(req, c, true, log)
+	switch found {
+	case noAnswer:
 		return nil
+	case noLease:
+		return h.nak(req)
 	}
 	want := requested(req)
 	if want != l.IP {

@@ -3,6 +3,7 @@ package dhcpd
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -102,6 +103,10 @@ func replyCases(t *testing.T) []replyCase {
 			nil, want{typ: nak}},
 		{"request naming no address is naked", packet(t, r, unknownMAC, pxeBIOS...),
 			nil, want{typ: nak}},
+		{"request from a client holding no lease is naked", packet(t, r, unknownMAC, mods(pxeBIOS, []dhcpv4.Modifier{requestIP(poolIP)})...),
+			fmt.Errorf("52:54:00:00:00:09: %w", ErrNoLease), want{typ: nak}},
+		{"discover seeing the no-lease error is not answered", packet(t, d, unknownMAC, pxeBIOS...),
+			fmt.Errorf("52:54:00:00:00:09: %w", ErrNoLease), want{}},
 		{"request for another server is ignored", packet(t, r, unknownMAC, mods(pxeBIOS, []dhcpv4.Modifier{requestIP(poolIP), serverID(otherIP)})...),
 			nil, want{}},
 		{"request from unknown non-pxe is ignored", packet(t, r, unknownMAC, requestIP(poolIP)),

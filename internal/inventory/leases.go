@@ -12,6 +12,9 @@ import (
 // ErrPoolExhausted is returned when every discovery address is leased or declined.
 var ErrPoolExhausted = errors.New("discovery pool exhausted")
 
+// ErrNoLease is what BindLease returns for a MAC that holds no discovery lease.
+var ErrNoLease = errors.New("no discovery lease")
+
 // declineHold keeps an address that a client found in use out of the pool for a while, in
 // multiples of the lease time, so one misbehaving host does not make the pool spin.
 const declineHold = 10
@@ -41,36 +44,17 @@ func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
 // the REQUEST finds the address no longer the client's (NAK).
 func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr) bool, bind bool) (l Lease, fresh, preferred bool, err error) {
 	s.mu.Lock()
-	now := s.now()
-	expires := now.Add(pool.LeaseTime)
-	// A lease keeps its address even past expiry (stable for the machine): allocation prunes expired
-	// leases whenever it hands out their address, so a lease still listed is still this MAC's own.
-	if i := s.leaseIndex(mac); i >= 0 && pool.Contains(s.data.Leases[i].Address) {
-		allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
-		if bind {
-			delete(s.offered, mac)
-		} else if _, ok := s.offered[mac]; ok {
-			s.offered[mac] = now.Add(pool.offerHold()) // a client whose OFFERs get lost keeps its offer while it asks
-		}
-		l, g := s.renew(i, expires, pool.LeaseTime)
-		s.mu.Unlock()
-		if !bind {
-			if g != 0 {
-				go s.commit(g) // the bind call that follows waits for it
-			}
-			return l, false, false, nil
-		}
-		err := s.commit(g)
-		if err != nil && allocated != 0 {
-			s.undoAllocation(l, allocated)
-		}
-		if !s.LeasedTo(l.Address, mac) {
+	if i := s.ownLease(mac, pool); i >= 0 {
+		l, err := s.renewOwn(i, pool, bind)
+		if errors.Is(err, ErrNoLease) {
 			// The lease's allocation was never written and is taken back: allocate anew (that
 			// allocation returns its own write's error, so this recurses once at most).
 			return s.DiscoveryLeaseFrom(mac, pool, prefer, bind)
 		}
 		return l, false, false, err
 	}
+	now := s.now()
+	expires := now.Add(pool.LeaseTime)
 	addr, preferred, err := s.freeAddress(pool, now, prefer)
 	if err != nil {
 		s.mu.Unlock()
@@ -94,6 +78,59 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 		return Lease{}, false, false, err
 	}
 	return l, true, preferred, nil
+}
+
+// BindLease renews mac's discovery lease for a DHCP REQUEST and returns it once it is durable. A
+// MAC without one gets ErrNoLease: a REQUEST allocates nothing (its client DISCOVERs again), so
+// REQUESTs from made-up MACs take no address and cause no write.
+func (s *Store) BindLease(mac string, pool Pool) (Lease, error) {
+	s.mu.Lock()
+	i := s.ownLease(mac, pool)
+	if i < 0 {
+		s.mu.Unlock()
+		return Lease{}, fmt.Errorf("%s: %w", mac, ErrNoLease)
+	}
+	return s.renewOwn(i, pool, true)
+}
+
+// ownLease returns the index of mac's lease in pool, or -1. A lease keeps its address even past
+// expiry (stable for the machine): allocation prunes expired leases whenever it hands out their
+// address, so a lease still listed is still this MAC's own. Callers hold s.mu.
+func (s *Store) ownLease(mac string, pool Pool) int {
+	if i := s.leaseIndex(mac); i >= 0 && pool.Contains(s.data.Leases[i].Address) {
+		return i
+	}
+	return -1
+}
+
+// renewOwn renews lease i; with bind it returns once the lease is durable, and ErrNoLease when
+// the lease's allocation was never written and is taken back meanwhile. It is called with s.mu
+// held, and releases it.
+func (s *Store) renewOwn(i int, pool Pool, bind bool) (Lease, error) {
+	now := s.now()
+	mac := s.data.Leases[i].MAC
+	allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
+	if bind {
+		delete(s.offered, mac)
+	} else if _, ok := s.offered[mac]; ok {
+		s.offered[mac] = now.Add(pool.offerHold()) // a client whose OFFERs get lost keeps its offer while it asks
+	}
+	l, g := s.renew(i, now.Add(pool.LeaseTime), pool.LeaseTime)
+	s.mu.Unlock()
+	if !bind {
+		if g != 0 {
+			go s.commit(g) // the bind call that follows waits for it
+		}
+		return l, nil
+	}
+	err := s.commit(g)
+	if err != nil && allocated != 0 {
+		s.undoAllocation(l, allocated)
+	}
+	if !s.LeasedTo(l.Address, mac) {
+		return Lease{}, fmt.Errorf("%s: allocation taken back: %w", mac, ErrNoLease)
+	}
+	return l, err
 }
 
 // leaseIndex returns the index of mac's discovery lease, expired or not, or -1. Callers hold s.mu.

@@ -20,6 +20,7 @@ func TestDiscoveryLease(t *testing.T) {
 		decline bool
 		noHold  bool   // a decline the caller allows no hold for
 		offer   bool   // a DISCOVER's lease (not bound) instead of a REQUEST's
+		bind    bool   // BindLease instead (want "none": ErrNoLease)
 		at      string // the address a release or decline names
 		want    string // address, or "exhausted"; for a release or decline: "ignored" or ""
 	}
@@ -39,6 +40,11 @@ func TestDiscoveryLease(t *testing.T) {
 		{"decline naming another address is ignored", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true, at: "10.80.0.202", want: "ignored"}, {mac: macB, want: "10.80.0.201"}, {mac: macC, want: "10.80.0.202"}}},
 		{"decline of an offer never requested is ignored", []step{{mac: macA, offer: true, want: "10.80.0.200"}, {mac: macA, decline: true, at: "10.80.0.200", want: "ignored"}, {mac: macA, want: "10.80.0.200"}}},
 		{"release without a lease is ignored", []step{{mac: macA, release: true, at: "10.80.0.200", want: "ignored"}}},
+		{"bind without a lease allocates nothing", []step{{mac: macA, bind: true, want: "none"}, {mac: macB, want: "10.80.0.200"}}},
+		{"bind takes the offer", []step{{mac: macA, offer: true, want: "10.80.0.200"}, {mac: macA, bind: true, want: "10.80.0.200"}}},
+		{"bind keeps an expired lease while free", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, bind: true, advance: time.Hour, want: "10.80.0.200"}}},
+		{"bind after the address went to another", []step{{mac: macA, want: "10.80.0.200"}, {mac: macB, advance: time.Hour, want: "10.80.0.200"}, {mac: macA, bind: true, want: "none"}}},
+		{"bind after a release", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, release: true, at: "10.80.0.200"}, {mac: macA, bind: true, want: "none"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,11 +64,20 @@ func TestDiscoveryLease(t *testing.T) {
 					}
 					continue
 				}
-				l, _, _, err := s.DiscoveryLeaseFrom(st.mac, pool, nil, !st.offer)
+				var l Lease
+				var err error
+				if st.bind {
+					l, err = s.BindLease(st.mac, pool)
+				} else {
+					l, _, _, err = s.DiscoveryLeaseFrom(st.mac, pool, nil, !st.offer)
+				}
 				got := l.Address.String()
-				if errors.Is(err, ErrPoolExhausted) {
+				switch {
+				case errors.Is(err, ErrPoolExhausted):
 					got = "exhausted"
-				} else if err != nil {
+				case errors.Is(err, ErrNoLease):
+					got = "none"
+				case err != nil:
 					t.Fatalf("step %d: %v", i, err)
 				}
 				if got != st.want {
