@@ -37,7 +37,7 @@ func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) 
 	if err := os.MkdirAll(nameDir, 0o755); err != nil {
 		return "", fmt.Errorf("write image: %w", err)
 	}
-	tmp, err := os.MkdirTemp(nameDir, "."+m.Version+".tmp-")
+	tmp, err := os.MkdirTemp(nameDir, "."+m.Version+tmpInfix)
 	if err != nil {
 		return "", fmt.Errorf("write image: %w", err)
 	}
@@ -53,6 +53,16 @@ func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) 
 		return "", fmt.Errorf("write image %s/%s: %w", m.Name, m.Version, err)
 	}
 	return final, nil
+}
+
+// tmpInfix marks a version directory that Write is still filling: .<version>.tmp-<random>.
+const tmpInfix = ".tmp-"
+
+// Unfinished lists the version directories Write was filling under imagesDir, for every image
+// name: writes in progress, or what a killed writer left. No version is named so: a version
+// cannot start with a dot.
+func Unfinished(imagesDir string) ([]string, error) {
+	return filepath.Glob(filepath.Join(imagesDir, "*", ".*"+tmpInfix+"*"))
 }
 
 // checkWritable validates what the caller controls before any copying.

@@ -52,12 +52,12 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 	if _, err := os.Stat(filepath.Join(o.OutDir, r.Image, r.Version)); err == nil {
 		return nil, fmt.Errorf("%s/%s already exists: versions are immutable, pick another --version", r.Image, r.Version)
 	}
-	unlock, err := lockCache(o.CacheDir)
+	unlock, err := lockCache(o)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	work, err := os.MkdirTemp(o.CacheDir, "build-"+r.Image+"-")
+	work, err := os.MkdirTemp(o.CacheDir, buildPrefix+r.Image+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func lockedDigests(lock *resolve.LockFile) []string {
 
 func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, work string, o Options, r *Report) error {
 	t := time.Now()
-	rpms, err := resolve.Fetch(ctx, lock, baseURLs(plan), filepath.Join(o.CacheDir, "rpms"),
+	rpms, err := resolve.Fetch(ctx, lock, baseURLs(plan), rpmCacheDir(o.CacheDir),
 		func(done, total int64) { o.progress("download", done, total) })
 	if err != nil {
 		return err
@@ -221,9 +221,10 @@ func writeExtras(stage string, plan *spec.Plan, lock *resolve.LockFile) error {
 	return nil
 }
 
-// lockCache takes the cache for this build alone (a second imgbuild on the same cache would
-// share layer trees mid-build), then clears what killed builds left in it.
-func lockCache(dir string) (func(), error) {
+// lockCache takes o.CacheDir for this build alone (a second imgbuild on the same cache would
+// share layer trees mid-build), then clears what killed builds left (leftovers.go).
+func lockCache(o Options) (func(), error) {
+	dir := o.CacheDir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func lockCache(dir string) (func(), error) {
 		f.Close()
 		return nil, fmt.Errorf("another imgbuild is using the cache %s; wait for it or give --cache another directory", dir)
 	}
-	if err := rootfs.CleanStale(dir, "build-"); err != nil {
+	if err := clearLeftovers(dir, o.OutDir, o.Log); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -24,11 +24,12 @@ func Lock(ctx context.Context, imagePath string, o Options) (string, *resolve.Lo
 	req := resolve.Request{Image: plan.Image.Name, SpecDigest: lockDigest(plan), ReleaseVer: plan.Image.ReleaseVer,
 		Arch: plan.Image.Arch, SourceDateEpoch: epoch, Layers: lockLayers(plan)}
 	// Scratch of its own: locks take no cache lock, and two locks of one image at once (two
-	// checkouts sharing a cache) must neither clear nor mix each other's installroots.
+	// checkouts sharing a cache) must neither clear nor mix each other's installroots. A build
+	// removes only scratch a day old (leftovers.go).
 	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
 		return "", nil, err
 	}
-	scratch, err := os.MkdirTemp(o.CacheDir, "lock-"+plan.Image.Name+"-")
+	scratch, err := os.MkdirTemp(o.CacheDir, lockPrefix+plan.Image.Name+"-")
 	if err != nil {
 		return "", nil, err
 	}

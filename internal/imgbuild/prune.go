@@ -60,7 +60,7 @@ func pruneCache(cacheDir, imagesDir string, log logrus.FieldLogger) error {
 	if err != nil {
 		return err
 	}
-	pkgs, err := resolve.PruneCache(filepath.Join(cacheDir, "rpms"), rpms)
+	pkgs, err := resolve.PruneCache(rpmCacheDir(cacheDir), rpms)
 	if err != nil {
 		return err
 	}

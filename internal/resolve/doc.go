@@ -20,5 +20,7 @@
 // cache (written to a temporary name, renamed when it matches). A cached
 // file is hashed again before each use; one that no longer matches (a
 // tampered or damaged cache) is deleted and fetched again, so a build uses
-// exactly the locked bytes or fails.
+// exactly the locked bytes or fails. A mirror that sends nothing for a
+// minute (headers or body) fails the download, naming the package and the
+// URL (httpget.go); a slow one that keeps sending is waited for.
 package resolve

@@ -20,6 +20,10 @@ import (
 // mirror, few enough not to hammer it.
 const fetchWorkers = 4
 
+// partialPrefix names a download in progress, beside the cache entries it
+// becomes (Partials).
+const partialPrefix = ".partial-"
+
 // MismatchError is a package whose bytes are not the locked ones.
 type MismatchError struct {
 	NEVRA string
@@ -52,7 +56,7 @@ func Fetch(ctx context.Context, l *LockFile, baseURLs map[string]string, cacheDi
 	}
 	pkgs := l.Packages()
 	f := &fetcher{dir: dir, bases: bases, progress: progress, total: int64(len(pkgs)),
-		out: make(map[string]string, len(pkgs)), client: http.DefaultClient}
+		out: make(map[string]string, len(pkgs)), client: newHTTPClient()}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(fetchWorkers)
 	for _, p := range pkgs {
@@ -135,7 +139,7 @@ func (f *fetcher) download(ctx context.Context, p Package, dst string) error {
 		return fmt.Errorf("package %s: %w", p.NEVRA(), err)
 	}
 	defer body.Close()
-	tmp, err := os.CreateTemp(f.dir, ".partial-*")
+	tmp, err := os.CreateTemp(f.dir, partialPrefix+"*")
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
@@ -175,19 +179,7 @@ func (f *fetcher) open(ctx context.Context, raw string) (io.ReadCloser, error) {
 		}
 		return fh, nil
 	case "http", "https":
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
-		if err != nil {
-			return nil, fmt.Errorf("fetch %s: %w", raw, err)
-		}
-		resp, err := f.client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("fetch %s: %w", raw, err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("fetch %s: %s", raw, resp.Status)
-		}
-		return resp.Body, nil
+		return httpGet(ctx, f.client, raw)
 	}
 	return nil, fmt.Errorf("url %q: scheme %q not supported (file, http, https)", raw, u.Scheme)
 }

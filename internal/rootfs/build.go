@@ -35,7 +35,9 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Builder applies steps with a layer cache under CacheDir.
+// Builder applies steps with a layer cache under CacheDir. Its callers hold the cache (no other
+// build uses CacheDir at the same time) and clear what killed builds left first (Stages,
+// CleanStale).
 type Builder struct {
 	CacheDir string
 	// Install installs exactly the given RPM files into root.
@@ -52,9 +54,6 @@ func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result
 	// host and 0755 on another. Set here, where trees are made, every caller gets the same
 	// trees; the umask is the process's, so the caller's comes back after the build.
 	defer syscall.Umask(syscall.Umask(0o022))
-	if err := CleanStale(filepath.Join(b.CacheDir, "layers"), stagePrefix); err != nil {
-		return nil, err
-	}
 	results := make([]Result, 0, len(steps))
 	parent, parentKey := "", ""
 	for _, st := range steps {
@@ -118,8 +117,15 @@ func (b *Builder) buildLayer(ctx context.Context, st Step, parent, dir string) e
 	if err != nil {
 		return err
 	}
-	// The cache entry is the tree itself: rename the finished tree into place.
-	return os.Rename(tree, dir)
+	// The cache entry is the tree itself: rename the finished tree into place, durably
+	// (durable.go).
+	if err := syncFS(stage); err != nil {
+		return err
+	}
+	if err := rename(tree, dir); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
 }
 
 // apply adds one layer to tree: accounts first (fixed ids before packages create files), then

@@ -255,7 +255,9 @@ func requireRoot(t *testing.T) {
 
 func TestCleanStaleUnmountsWhatAKilledBuildLeft(t *testing.T) {
 	requireRoot(t)
-	dir := t.TempDir()
+	cache := t.TempDir()
+	dir := filepath.Join(cache, "layers")
+	writeTestFile(t, filepath.Join(dir, ".build-base-1", "tree", "etc", "motd"), "hello")
 	proc := filepath.Join(dir, ".build-base-1", "tree", "proc")
 	if err := os.MkdirAll(proc, 0o755); err != nil {
 		t.Fatal(err)
@@ -264,8 +266,16 @@ func TestCleanStaleUnmountsWhatAKilledBuildLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(proc, unix.MNT_DETACH) })
-	if err := CleanStale(dir, ".build-"); err != nil {
+	stages, err := Stages(cache)
+	if err != nil {
 		t.Fatal(err)
+	}
+	freed, err := CleanStale(stages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if freed != (Freed{Count: 1, Bytes: 5}) {
+		t.Errorf("freed %+v, want 1 path of 5 bytes (the stage's file, not /proc's)", freed)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("left %v", entries)

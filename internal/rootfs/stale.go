@@ -3,6 +3,7 @@ package rootfs
 import (
 	"bufio"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,24 +13,52 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CleanStale removes what killed builds left under dir: scratch directories whose names start
-// with prefix, after unmounting anything still mounted inside them (a build killed while a
-// layer installed leaves its /proc and /dev mounts). Callers hold the cache's lock, so no live
-// build owns them.
-func CleanStale(dir, prefix string) error {
-	stale, err := filepath.Glob(filepath.Join(dir, prefix+"*"))
-	if err != nil || len(stale) == 0 {
-		return err
-	}
-	for _, s := range stale {
+// Freed is what a cleanup removed: how many paths, and the apparent size of the files under them.
+type Freed struct {
+	Count int
+	Bytes int64
+}
+
+// Stages lists the layer scratch directories under cacheDir (as Builder.CacheDir): trees being
+// built or removed, or what a killed build or removal left.
+func Stages(cacheDir string) ([]string, error) {
+	return filepath.Glob(filepath.Join(cacheDir, "layers", stagePrefix+"*"))
+}
+
+// CleanStale removes what killed builds left (scratch directories and files), after unmounting
+// anything still mounted inside them (a build killed while a layer installed leaves its /proc and
+// /dev mounts), and returns what it removed. Callers make sure no live build owns them: they
+// hold the cache's lock, or the paths are too old to be anyone's.
+func CleanStale(paths []string) (Freed, error) {
+	var freed Freed
+	for _, s := range paths {
 		if err := unmountUnder(s); err != nil {
-			return err
+			return freed, err
 		}
+		size := sizeOf(s) // after the unmounts: /proc is not the build's
 		if err := removeAll(s); err != nil {
-			return fmt.Errorf("remove stale %s: %w", s, err)
+			return freed, fmt.Errorf("remove stale %s: %w", s, err)
 		}
+		freed.Count++
+		freed.Bytes += size
 	}
-	return nil
+	return freed, nil
+}
+
+// sizeOf is the apparent size of the regular files at or under path, for the log: what cannot be
+// read counts as nothing.
+func sizeOf(path string) int64 {
+	var n int64
+	_ = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
 }
 
 // removeAll removes dir, trying again for a moment when files appear while it does: the killed
