@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -62,6 +63,10 @@ type Handler struct {
 	// remote rate-limits the lines any client can trigger at will: a flood of DISCOVERs from
 	// made-up MACs exhausts the pool, and each further one would log a "no lease" line.
 	remote *ratelog.Limiter
+	// stopped ends the handler with Serve: each packet's goroutine holds it for reading while it
+	// works, and Serve takes it for writing as it stops, so Serve returns once no packet is being
+	// answered (bootd compacts the inventory next) and no packet is answered after.
+	stopped sync.RWMutex
 }
 
 // remoteLogEvery is how often at most each kind of remotely triggered line is logged at its

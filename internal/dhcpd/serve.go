@@ -24,7 +24,8 @@ func (h *Handler) Serve(ctx context.Context, ifname string, port int) error {
 	return h.serveConn(ctx, ifname, conn)
 }
 
-// serveConn runs server4's read loop on conn until ctx is done or the loop fails.
+// serveConn runs server4's read loop on conn until ctx is done or the loop fails, then waits for
+// the packets in flight (server4 answers each in a goroutine of its own, untracked).
 func (h *Handler) serveConn(ctx context.Context, ifname string, conn net.PacketConn) error {
 	srv, err := server4.NewServer(ifname, nil, h.handle,
 		server4.WithConn(conn), server4.WithLogger(serverLogger{h.log}))
@@ -32,6 +33,7 @@ func (h *Handler) serveConn(ctx context.Context, ifname string, conn net.PacketC
 		conn.Close()
 		return fmt.Errorf("start dhcp server on %s: %w", ifname, err)
 	}
+	defer h.stopped.Lock() // never unlocked: a stopped handler answers nothing more
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
 	select {
@@ -48,6 +50,10 @@ func (h *Handler) serveConn(ctx context.Context, ifname string, conn net.PacketC
 // into 255.255.255.255 at the client's port, which SO_BINDTODEVICE sends out of our interface; a
 // renewing client's unicast is answered by unicast.
 func (h *Handler) handle(conn net.PacketConn, peer net.Addr, req *dhcpv4.DHCPv4) {
+	if !h.stopped.TryRLock() {
+		return // Serve is stopping
+	}
+	defer h.stopped.RUnlock()
 	defer func() {
 		// Reply is fuzzed not to panic; should a Leaser panic, one packet must not take down
 		// bootd's HTTP and TFTP listeners with it.

@@ -166,3 +166,52 @@ func TestServeBadInterface(t *testing.T) {
 		t.Fatal("Serve on a missing interface succeeded")
 	}
 }
+
+// blockingLeaser holds each Lease call until release is closed.
+type blockingLeaser struct {
+	fakeLeaser
+	called  chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingLeaser) Lease(mac net.HardwareAddr, pxe, bind bool) (Lease, bool, error) {
+	select { // retransmissions (the client asks until the server has bound its port) pass
+	case b.called <- struct{}{}:
+	default:
+	}
+	<-b.release
+	return b.fakeLeaser.Lease(mac, pxe, bind)
+}
+
+// Serve returns only once the packets it was answering are done: bootd compacts the inventory
+// right after, which must see their leases.
+func TestServeWaitsForPacketsInFlight(t *testing.T) {
+	port := freePort(t)
+	bl := &blockingLeaser{called: make(chan struct{}, 1), release: make(chan struct{})}
+	h := NewHandler(testOptions(), bl, quietLog())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Serve(ctx, "lo", port) }()
+	c, _ := newClient(t, unknownMAC, port)
+	go func() { _, _ = c.DiscoverOffer(context.Background()) }()
+	select {
+	case <-bl.called:
+	case <-time.After(loopbackTimeout):
+		t.Fatal("the DISCOVER never reached the Leaser")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned (%v) while a packet was still being answered", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(bl.release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(loopbackTimeout):
+		t.Fatal("Serve did not return once the packet in flight was answered")
+	}
+}
