@@ -73,6 +73,12 @@ func printAssigned(w io.Writer, r ctl.AssignReply) {
 		fmt.Fprintf(w, "it boots into its role at its next poll or boot\n")
 	case img.Version != "":
 		fmt.Fprintf(w, "it boots %s %s at its next poll or boot\n", img.Name, img.Version)
+	case img.Verifying:
+		what := "the newest version of image " + img.Name
+		if img.Pinned != "" {
+			what = "image " + img.Name + " " + img.Pinned
+		}
+		fmt.Fprintf(w, "bootd is still verifying %s in %s (hashing a large new version takes a while); it boots it at its next poll or boot once it verifies (bootd logs \"image version verified\", or why it refused it)\n", what, img.Dir)
 	default:
 		printNoImage(w, r.Role, img)
 	}

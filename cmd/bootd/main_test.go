@@ -47,6 +47,7 @@ func TestPrintAssigned(t *testing.T) {
 		{"pinned-missing", "", ctl.BootImage{Name: "compute", Pinned: "2026.11.20-1", Dir: "/srv/images",
 			Problem: "resolve image compute pinned to 2026.11.20-1: not found"}},
 		{"older-daemon", "", ctl.BootImage{}},
+		{"verifying", "", ctl.BootImage{Name: "compute", Dir: "/var/lib/bootd/images", Verifying: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer

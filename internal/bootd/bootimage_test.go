@@ -2,9 +2,11 @@ package bootd
 
 import (
 	"testing"
+	"time"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/artifact/artifacttest"
+	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
 // TestBootImage: the answer to an assign says which version the node boots, or that its role
@@ -35,5 +37,28 @@ func TestBootImage(t *testing.T) {
 				t.Fatalf("BootImage(%s) = %+v, want %s version %q in %s", tt.node, b, tt.image, tt.want, d.cfg.ImagesDir)
 			}
 		})
+	}
+}
+
+// An assign's answer does not wait for a long verification (a new multi-GB version): it says
+// bootd is still verifying, and the verification goes on.
+func TestBootImageDoesNotWaitForALongVerification(t *testing.T) {
+	d := testDaemon(t)
+	release, finished := make(chan struct{}), make(chan struct{})
+	testhook.Set(t, &bootImageWait, 20*time.Millisecond)
+	testhook.Set(t, &resolveImage, func(*artifact.Catalog, string, string) (*artifact.Image, error) {
+		defer close(finished)
+		<-release
+		return &artifact.Image{Manifest: artifact.Manifest{Version: "2026.11.21-1"}}, nil
+	})
+	b := controller{d}.BootImage("c4")
+	if !b.Verifying || b.Version != "" || b.Problem != "" || b.Name != "compute" {
+		t.Fatalf("BootImage during a long verification = %+v, want verifying compute", b)
+	}
+	close(release)
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the verification did not go on after the answer")
 	}
 }

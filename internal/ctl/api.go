@@ -66,6 +66,9 @@ type BootImage struct {
 	Version string `json:"version,omitempty"` // the version the node boots; "": none verifies
 	Dir     string `json:"dir"`               // the daemon's images directory, where it looks
 	Problem string `json:"problem,omitempty"` // why no version verifies
+	// Verifying: bootd was still hashing the files of a version it had not seen (a large new
+	// image) when it answered; the node boots the version that verifies once that ends.
+	Verifying bool `json:"verifying,omitempty"`
 }
 
 // UnassignRequest is the body of POST /v1/unassign.
