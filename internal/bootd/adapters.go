@@ -30,12 +30,19 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, 
 	// is being probed shares that probe's outcome instead of renewing the unprobed address. A
 	// REQUEST that shared an OFFER's lookup looks again, bound (a renewal: quick); a DISCOVER that
 	// shared a REQUEST's, which allocates nothing, looks again for an offer.
-	v, err, _ := l.d.leasing.Do(mac.String(), func() (any, error) { return l.d.discoveryLease(mac.String(), bind) })
-	switch {
-	case err == nil && bind && !v.(boundLease).bound:
-		v, err = l.d.discoveryLease(mac.String(), true)
-	case errors.Is(err, inventory.ErrNoLease) && !bind:
-		v, err = l.d.discoveryLease(mac.String(), false)
+	lookup := func() (any, error) { return l.d.discoveryLease(mac.String(), bind) }
+	otherKind := func(v any, err error) bool {
+		return (err == nil && bind && !v.(boundLease).bound) || (errors.Is(err, inventory.ErrNoLease) && !bind)
+	}
+	v, err, _ := l.d.leasing.Do(mac.String(), lookup)
+	for range 2 { // still one lookup at a time
+		if !otherKind(v, err) {
+			break
+		}
+		v, err, _ = l.d.leasing.Do(mac.String(), lookup)
+	}
+	if otherKind(v, err) { // a client sending both kinds at once, for ever: its own lookup ends it
+		v, err = lookup()
 	}
 	if errors.Is(err, inventory.ErrNoLease) {
 		return dhcpd.Lease{}, false, fmt.Errorf("%w: %w", dhcpd.ErrNoLease, err)
@@ -251,7 +258,10 @@ func (d *daemon) checkSource(mac string, from netip.Addr) error {
 	if err != nil || l.Address != from {
 		return fmt.Errorf("machine %s asked from %s, which bootd did not lease to it: %w", mac, from, httpd.ErrForbidden)
 	}
-	_, err = d.inv.BindLease(mac, d.pool()) // renews only: a lease pruned since LeaseOf is not made anew
+	// Renews only: a lease pruned since LeaseOf, or outside a pool narrowed since, is not made anew.
+	if _, err = d.inv.BindLease(mac, d.pool()); errors.Is(err, inventory.ErrNoLease) {
+		return fmt.Errorf("machine %s asked from %s, which is no discovery lease of it any more: %w", mac, from, httpd.ErrForbidden)
+	}
 	return err
 }
 

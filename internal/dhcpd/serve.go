@@ -33,15 +33,18 @@ func (h *Handler) serveConn(ctx context.Context, ifname string, conn net.PacketC
 		conn.Close()
 		return fmt.Errorf("start dhcp server on %s: %w", ifname, err)
 	}
-	defer h.stopped.Lock() // never unlocked: a stopped handler answers nothing more
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
 	select {
 	case <-ctx.Done():
+		// Never unlocked: a stopped handler answers nothing more. Taken before the socket closes,
+		// so the packets in flight still get their answers out.
+		h.stopped.Lock()
 		srv.Close()
 		<-done // the read loop fails on the closed socket: that is the way out
 		return nil
 	case err := <-done:
+		h.stopped.Lock()
 		return fmt.Errorf("serve dhcp on %s: %w", ifname, err)
 	}
 }

@@ -192,8 +192,12 @@ func TestServeWaitsForPacketsInFlight(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Serve(ctx, "lo", port) }()
-	c, _ := newClient(t, unknownMAC, port)
-	go func() { _, _ = c.DiscoverOffer(context.Background()) }()
+	c, _ := newClient(t, nodeMAC, port, nclient4.WithTimeout(2*time.Second), nclient4.WithRetry(3))
+	offered := make(chan error, 1)
+	go func() {
+		_, err := c.DiscoverOffer(context.Background())
+		offered <- err
+	}()
 	select {
 	case <-bl.called:
 	case <-time.After(loopbackTimeout):
@@ -213,5 +217,8 @@ func TestServeWaitsForPacketsInFlight(t *testing.T) {
 		}
 	case <-time.After(loopbackTimeout):
 		t.Fatal("Serve did not return once the packet in flight was answered")
+	}
+	if err := <-offered; err != nil {
+		t.Fatalf("the DISCOVER in flight at the stop got no OFFER: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -362,5 +363,44 @@ func TestLastSeenWrittenWhenStale(t *testing.T) {
 				t.Errorf("on disk: node %+v (%v), want last seen %s", n, err, c.t)
 			}
 		})
+	}
+}
+
+// A REQUEST whose OFFER's write failed (in the background, nobody waiting) learns the write's
+// error, not merely that its client holds no lease: a full disk must reach the log.
+func TestBindLeaseReportsAFailedWrite(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failing atomic.Bool
+	failing.Store(true)
+	swapWriteState(t, func(w stateWrite) error {
+		if failing.Load() {
+			return errors.New("disk full")
+		}
+		return performWrite(w)
+	})
+	const mac = "52:54:00:00:00:01"
+	if _, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, false); err != nil { // the OFFER
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := s.LeaseOf(mac); errors.Is(err, ErrNotFound) {
+			break // the failed write took the allocation back
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the allocation whose write failed is still there")
+		}
+	}
+	if _, err := s.BindLease(mac, testPool); err == nil || errors.Is(err, ErrNoLease) || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("BindLease after a failed write: %v, want the write's error", err)
+	}
+	failing.Store(false)
+	if _, err := s.DiscoveryLease("52:54:00:00:00:02", testPool); err != nil { // a write that succeeds
+		t.Fatal(err)
+	}
+	if _, err := s.BindLease(mac, testPool); !errors.Is(err, ErrNoLease) {
+		t.Fatalf("BindLease once writes work again: %v, want ErrNoLease", err)
 	}
 }

@@ -45,8 +45,8 @@ func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
 func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr) bool, bind bool) (l Lease, fresh, preferred bool, err error) {
 	s.mu.Lock()
 	if i := s.ownLease(mac, pool); i >= 0 {
-		l, err := s.renewOwn(i, pool, bind)
-		if errors.Is(err, ErrNoLease) {
+		l, takenBack, err := s.renewOwn(i, pool, bind)
+		if takenBack {
 			// The lease's allocation was never written and is taken back: allocate anew (that
 			// allocation returns its own write's error, so this recurses once at most).
 			return s.DiscoveryLeaseFrom(mac, pool, prefer, bind)
@@ -82,15 +82,25 @@ func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr
 
 // BindLease renews mac's discovery lease for a DHCP REQUEST and returns it once it is durable. A
 // MAC without one gets ErrNoLease: a REQUEST allocates nothing (its client DISCOVERs again), so
-// REQUESTs from made-up MACs take no address and cause no write.
+// REQUESTs from made-up MACs take no address and cause no write. While writes fail, it returns
+// the write's error instead: the lease may be missing because its allocation could not be
+// written (an OFFER's write runs in the background, and nobody waits for it).
 func (s *Store) BindLease(mac string, pool Pool) (Lease, error) {
 	s.mu.Lock()
 	i := s.ownLease(mac, pool)
 	if i < 0 {
+		failed := s.failed
 		s.mu.Unlock()
+		if failed != nil {
+			return Lease{}, fmt.Errorf("%s holds no discovery lease, and the inventory's last write failed: %w", mac, failed)
+		}
 		return Lease{}, fmt.Errorf("%s: %w", mac, ErrNoLease)
 	}
-	return s.renewOwn(i, pool, true)
+	l, takenBack, err := s.renewOwn(i, pool, true)
+	if takenBack && err == nil {
+		err = fmt.Errorf("%s: its allocation was taken back: %w", mac, ErrNoLease)
+	}
+	return l, err
 }
 
 // ownLease returns the index of mac's lease in pool, or -1. A lease keeps its address even past
@@ -103,10 +113,10 @@ func (s *Store) ownLease(mac string, pool Pool) int {
 	return -1
 }
 
-// renewOwn renews lease i; with bind it returns once the lease is durable, and ErrNoLease when
-// the lease's allocation was never written and is taken back meanwhile. It is called with s.mu
-// held, and releases it.
-func (s *Store) renewOwn(i int, pool Pool, bind bool) (Lease, error) {
+// renewOwn renews lease i; with bind it returns once the lease is durable, or with the write's
+// error, and takenBack when the lease's allocation was never written and is taken back
+// meanwhile. It is called with s.mu held, and releases it.
+func (s *Store) renewOwn(i int, pool Pool, bind bool) (l Lease, takenBack bool, err error) {
 	now := s.now()
 	mac := s.data.Leases[i].MAC
 	allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
@@ -121,16 +131,16 @@ func (s *Store) renewOwn(i int, pool Pool, bind bool) (Lease, error) {
 		if g != 0 {
 			go s.commit(g) // the bind call that follows waits for it
 		}
-		return l, nil
+		return l, false, nil
 	}
-	err := s.commit(g)
+	err = s.commit(g)
 	if err != nil && allocated != 0 {
 		s.undoAllocation(l, allocated)
 	}
 	if !s.LeasedTo(l.Address, mac) {
-		return Lease{}, fmt.Errorf("%s: allocation taken back: %w", mac, ErrNoLease)
+		return Lease{}, true, err
 	}
-	return l, err
+	return l, false, err
 }
 
 // leaseIndex returns the index of mac's discovery lease, expired or not, or -1. Callers hold s.mu.

@@ -88,6 +88,7 @@ type Store struct {
 	flushing *flush               // the group write in flight, if any
 	leaseGen map[string]uint64    // MAC -> generation of its newest lease allocation, while not yet durable
 	offered  map[string]time.Time // MAC -> when its OFFERed lease lapses unless REQUESTed (Pool.OfferHold)
+	failed   error                // the last write's error; nil once a write succeeds
 }
 
 // maxJournal is the journal size after which the next write replaces the file instead: a few
@@ -235,16 +236,17 @@ func (s *Store) encode() (stateWrite, error) {
 func (s *Store) wrote(w stateWrite, err error) error {
 	switch {
 	case errors.Is(err, errJournalKept):
-		s.compact = true
+		s.compact, s.failed = true, nil
 		return nil
 	case err != nil:
-		s.compact = true
+		s.compact, s.failed = true, err
 		return err
 	case w.replace:
 		s.journalSize, s.compact = 0, false
 	default:
 		s.journalSize += int64(len(w.data))
 	}
+	s.failed = nil
 	return nil
 }
 
