@@ -102,7 +102,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn) error {
 	ts.SetHook(hook{s.log})
 
 	done := make(chan error, 1)
-	go func() { done <- ts.Serve(plainConn{conn}) }()
+	go func() { done <- ts.Serve(plainConn{conn, s.full}) }()
 	select {
 	case <-ctx.Done():
 		ts.Shutdown() // waits for running transfers
@@ -122,7 +122,41 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn) error {
 // Without them a transfer's socket is bound to the wildcard address, and the kernel picks the
 // source address as it routes the reply; bootd serves one subnet on one interface, so that is the
 // address the request came to (bootd checks it at start: checkReplySource).
-type plainConn struct{ net.PacketConn }
+//
+// It also drops, unanswered, a read request past the transfer bounds (slots.go), before pin/tftp
+// opens a socket and starts a goroutine for it: the client's ROM asks again a moment later,
+// where an error would end its boot.
+type plainConn struct {
+	net.PacketConn
+	full func(net.Addr) bool
+}
+
+func (c plainConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		n, from, err := c.PacketConn.ReadFrom(p)
+		if err != nil || !isReadRequest(p[:n]) || !c.full(from) {
+			return n, from, err
+		}
+	}
+}
+
+// isReadRequest reports whether a packet is a TFTP read request (RRQ, opcode 1).
+func isReadRequest(p []byte) bool { return len(p) >= 2 && p[0] == 0 && p[1] == 1 }
+
+// full reports whether a read request from client would pass a transfer bound, and logs it then.
+func (s *Server) full(client net.Addr) bool {
+	ua, ok := client.(*net.UDPAddr)
+	if !ok {
+		return false
+	}
+	ap := ua.AddrPort()
+	if !s.transfers.full(ap.Addr().Unmap()) {
+		return false
+	}
+	s.remote.Log(s.log.WithFields(logrus.Fields{"client": ap.String(), "max_transfers": maxTransfers, "max_per_client": maxPerClient}),
+		logrus.WarnLevel, "tftp request dropped: too many transfers at once (the client asks again)")
+	return true
+}
 
 // read is pin/tftp's read handler: one call per RRQ.
 func (s *Server) read(path string, rf io.ReaderFrom) error {
@@ -130,6 +164,7 @@ func (s *Server) read(path string, rf io.ReaderFrom) error {
 	client := clientAddr(rf)
 	log := s.log.WithField("client", client.String())
 	if !s.transfers.take(client.Addr()) {
+		// Only a request that got past plainConn's check in a race with another: rare.
 		s.remote.Log(log.WithFields(logrus.Fields{"max_transfers": maxTransfers, "max_per_client": maxPerClient}),
 			logrus.WarnLevel, "tftp request refused: too many transfers at once")
 		return errBusy

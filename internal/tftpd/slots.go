@@ -14,8 +14,9 @@ import (
 // descriptors, and then no machine gets its loader. Variables for tests.
 var (
 	// maxTransfers bounds the transfers running at once: a storm of a few hundred PCs runs one
-	// each (a UEFI ROM's tsize probe ends before its download starts).
-	maxTransfers = 512
+	// each (a UEFI ROM's tsize probe ends before its download starts). Each holds two file
+	// descriptors and some 20 KB.
+	maxTransfers = 1024
 	// maxPerClient bounds them per client address: a ROM runs one, two while it repeats a read
 	// request our first answer crossed. One host flooding from many ports then cannot take the
 	// slots of the others.
@@ -26,7 +27,9 @@ var (
 	maxTransferTime = 2 * time.Minute
 )
 
-// errBusy is what a client over the bounds is told; its ROM reports it and tries again later.
+// errBusy is what a client over the bounds is told when it got past plainConn's check (which
+// drops such requests unanswered) in a race with another. pin/tftp sends it as error 1, file not
+// found, which ends a ROM's boot: the check is there so that this stays rare.
 var errBusy = errors.New("server busy, try again")
 
 // slots counts the transfers running, in all and per client address.
@@ -38,12 +41,23 @@ type slots struct {
 
 func newSlots() *slots { return &slots{byClient: map[netip.Addr]int{}} }
 
+// full reports whether a transfer for client would now pass a bound.
+func (s *slots) full(client netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fullLocked(client)
+}
+
+func (s *slots) fullLocked(client netip.Addr) bool {
+	return s.total >= maxTransfers || s.byClient[client] >= maxPerClient
+}
+
 // take claims a slot for client, or reports false when the worker or the client is at its bound.
 // The caller gives a claimed slot back with release.
 func (s *slots) take(client netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.total >= maxTransfers || s.byClient[client] >= maxPerClient {
+	if s.fullLocked(client) {
 		return false
 	}
 	s.total++
