@@ -90,7 +90,7 @@ func TestTransferBounds(t *testing.T) {
 		perClient int
 		holders   []string // clients holding one stalled transfer each, in order
 		client    string   // then asks
-		wantDrop  bool // no answer at all: the ROM asks again
+		wantDrop  bool     // no answer at all: the ROM asks again
 	}{
 		{"a client under its bound is served", 8, 2, []string{"127.0.0.1"}, "127.0.0.1", false},
 		{"a client at its bound is dropped", 8, 2, []string{"127.0.0.1", "127.0.0.1"}, "127.0.0.1", true},
