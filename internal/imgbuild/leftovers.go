@@ -47,7 +47,9 @@ func leftoverKinds(cacheDir, outDir string) []leftoverKind {
 }
 
 // clearLeftovers removes what killed imgbuilds left in the cache and the images directory, and
-// logs what it removed. Callers hold the cache lock.
+// logs what it removed. Callers hold the cache lock. What the lock covers must go (a build would
+// trip over it); what it does not cover may belong to another user of a shared images directory,
+// so what cannot be removed there is only warned about.
 func clearLeftovers(cacheDir, outDir string, log logrus.FieldLogger) error {
 	for _, k := range leftoverKinds(cacheDir, outDir) {
 		paths, err := k.list()
@@ -57,12 +59,19 @@ func clearLeftovers(cacheDir, outDir string, log logrus.FieldLogger) error {
 		if k.minAge > 0 {
 			paths = olderThan(paths, time.Now().Add(-k.minAge))
 		}
-		freed, err := rootfs.CleanStale(paths)
+		var freed rootfs.Freed
+		for _, p := range paths {
+			f, err := rootfs.CleanStale([]string{p})
+			freed.Count, freed.Bytes = freed.Count+f.Count, freed.Bytes+f.Bytes
+			switch {
+			case err != nil && k.minAge == 0:
+				return err
+			case err != nil:
+				log.WithError(err).WithField("path", p).Warn("cannot remove what a killed build left; remove it by hand")
+			}
+		}
 		if freed.Count > 0 {
 			log.WithFields(logrus.Fields{"what": k.what, "count": freed.Count, "bytes": freed.Bytes}).Info("removed what killed builds left")
-		}
-		if err != nil {
-			return err
 		}
 	}
 	return nil
