@@ -59,8 +59,12 @@ type boundLease struct {
 	bound bool
 }
 
+// lookupStarted is called as a lookup of mac's lease starts (a hook for tests).
+var lookupStarted = func(mac string, bind bool) {}
+
 // discoveryLease is mac's lease for an OFFER (offerLease), or bound for an ACK (bindLease).
 func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
+	lookupStarted(mac, bind)
 	if bind {
 		l, err := d.bindLease(mac)
 		return boundLease{l, true}, err
