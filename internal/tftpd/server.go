@@ -153,7 +153,7 @@ func (s *Server) full(client net.Addr) bool {
 	if !s.transfers.full(ap.Addr().Unmap()) {
 		return false
 	}
-	s.remote.Log(s.log.WithFields(logrus.Fields{"client": ap.String(), "max_transfers": maxTransfers, "max_per_client": maxPerClient}),
+	s.remote.Log(s.log.WithFields(logrus.Fields{"client": ap.String(), "max_transfers": s.transfers.maxTotal, "max_per_client": s.transfers.maxPer}),
 		logrus.WarnLevel, "tftp request dropped: too many transfers at once (the client asks again)")
 	return true
 }
@@ -165,7 +165,7 @@ func (s *Server) read(path string, rf io.ReaderFrom) error {
 	log := s.log.WithField("client", client.String())
 	if !s.transfers.take(client.Addr()) {
 		// Only a request that got past plainConn's check in a race with another: rare.
-		s.remote.Log(log.WithFields(logrus.Fields{"max_transfers": maxTransfers, "max_per_client": maxPerClient}),
+		s.remote.Log(log.WithFields(logrus.Fields{"max_transfers": s.transfers.maxTotal, "max_per_client": s.transfers.maxPer}),
 			logrus.WarnLevel, "tftp request refused: too many transfers at once")
 		return errBusy
 	}

@@ -32,14 +32,19 @@ var (
 // found, which ends a ROM's boot: the check is there so that this stays rare.
 var errBusy = errors.New("server busy, try again")
 
-// slots counts the transfers running, in all and per client address.
+// slots counts the transfers running, in all and per client address, against the bounds it was
+// made with.
 type slots struct {
+	maxTotal, maxPer int
+
 	mu       sync.Mutex
 	total    int
 	byClient map[netip.Addr]int
 }
 
-func newSlots() *slots { return &slots{byClient: map[netip.Addr]int{}} }
+func newSlots() *slots {
+	return &slots{maxTotal: maxTransfers, maxPer: maxPerClient, byClient: map[netip.Addr]int{}}
+}
 
 // full reports whether a transfer for client would now pass a bound.
 func (s *slots) full(client netip.Addr) bool {
@@ -49,7 +54,7 @@ func (s *slots) full(client netip.Addr) bool {
 }
 
 func (s *slots) fullLocked(client netip.Addr) bool {
-	return s.total >= maxTransfers || s.byClient[client] >= maxPerClient
+	return s.total >= s.maxTotal || s.byClient[client] >= s.maxPer
 }
 
 // take claims a slot for client, or reports false when the worker or the client is at its bound.
