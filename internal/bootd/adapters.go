@@ -26,23 +26,15 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, 
 	if !pxe {
 		return dhcpd.Lease{}, false, nil
 	}
-	// One lookup per MAC at a time: a client that retransmits its DISCOVER while its new address
-	// is being probed shares that probe's outcome instead of renewing the unprobed address. A
-	// REQUEST that shared an OFFER's lookup looks again, bound (a renewal: quick); a DISCOVER that
-	// shared a REQUEST's, which allocates nothing, looks again for an offer.
-	lookup := func() (any, error) { return l.d.discoveryLease(mac.String(), bind) }
-	otherKind := func(v any, err error) bool {
-		return (err == nil && bind && !v.(boundLease).bound) || (errors.Is(err, inventory.ErrNoLease) && !bind)
-	}
-	v, err, _ := l.d.leasing.Do(mac.String(), lookup)
-	for range 2 { // still one lookup at a time
-		if !otherKind(v, err) {
-			break
-		}
-		v, err, _ = l.d.leasing.Do(mac.String(), lookup)
-	}
-	if otherKind(v, err) { // a client sending both kinds at once, for ever: its own lookup ends it
-		v, err = lookup()
+	unlock := l.d.leasing.lock(mac.String())
+	defer unlock()
+	lookupStarted(mac.String(), bind)
+	var lease inventory.Lease
+	var err error
+	if bind {
+		lease, err = l.d.bindLease(mac.String())
+	} else {
+		lease, err = l.d.offerLease(mac.String())
 	}
 	if errors.Is(err, inventory.ErrNoLease) {
 		return dhcpd.Lease{}, false, fmt.Errorf("%w: %w", dhcpd.ErrNoLease, err)
@@ -50,28 +42,12 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, 
 	if err != nil {
 		return dhcpd.Lease{}, false, err
 	}
-	return dhcpd.Lease{IP: v.(boundLease).Address, Duration: l.d.cfg.Discovery.LeaseTime}, true, nil
+	return dhcpd.Lease{IP: lease.Address, Duration: l.d.cfg.Discovery.LeaseTime}, true, nil
 }
 
-// boundLease is a discovery lease and whether it was looked up bound (durable, see dhcpd.Leaser).
-type boundLease struct {
-	inventory.Lease
-	bound bool
-}
-
-// lookupStarted is called as a lookup of mac's lease starts (a hook for tests).
+// lookupStarted is called as a lookup of mac's lease starts, with the MAC's lock held (a hook
+// for tests).
 var lookupStarted = func(mac string, bind bool) {}
-
-// discoveryLease is mac's lease for an OFFER (offerLease), or bound for an ACK (bindLease).
-func (d *daemon) discoveryLease(mac string, bind bool) (boundLease, error) {
-	lookupStarted(mac, bind)
-	if bind {
-		l, err := d.bindLease(mac)
-		return boundLease{l, true}, err
-	}
-	l, err := d.offerLease(mac)
-	return boundLease{l, false}, err
-}
 
 // bindLease binds mac's discovery lease for a REQUEST, once the re-probe of its offered address
 // (if one is in flight) is done: when that found a squatter, the address is no longer mac's and

@@ -169,7 +169,7 @@ func TestLeaserGivesUpAfterMaxProbes(t *testing.T) {
 	}
 }
 
-// A client retransmitting its DISCOVER while its new address is probed shares the probe; it is
+// A client retransmitting its DISCOVER while its new address is probed waits for the probe; it is
 // never offered the address before the probe ends.
 func TestLeaserOneProbePerMAC(t *testing.T) {
 	d := testDaemon(t)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/labcluster/gpucluster/internal/arpprobe"
 	"github.com/labcluster/gpucluster/internal/artifact"
@@ -47,7 +46,7 @@ type daemon struct {
 	// probe checks a new discovery address on the segment before it is offered (nil: unprobed);
 	// leasing keeps it to one lookup per MAC at a time.
 	probe   Prober
-	leasing singleflight.Group
+	leasing macLocks
 	// scout probes free discovery addresses ahead of time (nil: every new address waits for its probe).
 	scout *scout
 	// holds bounds the pool addresses held back on one MAC's account.

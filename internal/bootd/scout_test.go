@@ -264,7 +264,7 @@ func TestScoutClaims(t *testing.T) {
 	}
 }
 
-// Only a DISCOVER allocates: REQUESTs from made-up MACs take no address. A DISCOVER that shares
+// Only a DISCOVER allocates: REQUESTs from made-up MACs take no address. A DISCOVER that waits for
 // the lookup of its MAC's REQUEST, which the re-probe left without a lease, still gets an offer.
 func TestRequestAllocatesNothing(t *testing.T) {
 	p := &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}}
@@ -299,9 +299,9 @@ func TestRequestAllocatesNothing(t *testing.T) {
 		_, _, err := (leaser{d}).Lease(hw(mac), true, true) // waits for the re-probe
 		request <- err
 	}()
-	<-requesting // the REQUEST's lookup is under way (50 ms of re-probe); a retransmitted DISCOVER joins it
+	<-requesting // the REQUEST's lookup is under way (50 ms of re-probe); a retransmitted DISCOVER waits for it
 	if l := lease(t, d, mac, false); l.IP == addr200 || !l.IP.IsValid() {
-		t.Fatalf("DISCOVER sharing the REQUEST's lookup: offered %v, want another address than 10.80.0.200", l.IP)
+		t.Fatalf("DISCOVER after the REQUEST's lookup: offered %v, want another address than 10.80.0.200", l.IP)
 	}
 	if err := <-request; !errors.Is(err, dhcpd.ErrNoLease) {
 		t.Fatalf("REQUEST for the address the re-probe took back: %v, want ErrNoLease (NAK)", err)
