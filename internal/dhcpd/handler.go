@@ -69,10 +69,6 @@ type Handler struct {
 	stopped sync.RWMutex
 }
 
-// remoteLogEvery is how often at most each kind of remotely triggered line is logged at its
-// level; the others go to the debug log and are counted in the next one.
-const remoteLogEvery = 10 * time.Second
-
 // NewHandler returns a handler serving opts with addresses from leaser. A nil log discards.
 func NewHandler(opts Options, leaser Leaser, log logrus.FieldLogger) *Handler {
 	if log == nil {
@@ -87,7 +83,7 @@ func NewHandler(opts Options, leaser Leaser, log logrus.FieldLogger) *Handler {
 		network:  networkOptions(opts),
 		leaser:   leaser,
 		log:      log,
-		remote:   ratelog.New(remoteLogEvery),
+		remote:   ratelog.New(ratelog.Every),
 	}
 }
 

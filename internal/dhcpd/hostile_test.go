@@ -10,6 +10,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/labcluster/gpucluster/internal/ratelog"
 )
 
 // Garbage of every size up to the largest UDP datagram, truncated and absurd packets, sent to
@@ -70,6 +72,6 @@ func TestLeaseErrorsAreRateLimited(t *testing.T) {
 		}
 	}
 	if warnings != 1 {
-		t.Fatalf("%d warnings for 1000 failed leases within %s, want 1", warnings, remoteLogEvery)
+		t.Fatalf("%d warnings for 1000 failed leases within %s, want 1", warnings, ratelog.Every)
 	}
 }

@@ -78,17 +78,13 @@ type Server struct {
 	remote *ratelog.Limiter
 }
 
-// remoteLogEvery is how often at most each kind of refusal is logged as a warning; the others go
-// to the debug log and are counted in the next one.
-const remoteLogEvery = 10 * time.Second
-
 // New returns the HTTP listener's handler set. nodes may be nil: the node endpoints then
 // answer 404.
 func New(opts Options, m Machines, f Files, nodes Nodes, log logrus.FieldLogger) *Server {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 3 * time.Second
 	}
-	return &Server{opts: opts, machines: m, files: f, nodes: nodes, log: log, remote: ratelog.New(remoteLogEvery)}
+	return &Server{opts: opts, machines: m, files: f, nodes: nodes, log: log, remote: ratelog.New(ratelog.Every)}
 }
 
 // Handler routes bootd's endpoints.

@@ -25,6 +25,10 @@ type window struct {
 	suppressed int
 }
 
+// Every is the listeners' interval: one line per kind per 10 s is enough to see that something
+// happens and what, and few enough that a flood writes little.
+const Every = 10 * time.Second
+
 // New returns a Limiter that lets each message through at most once per every.
 func New(every time.Duration) *Limiter {
 	return &Limiter{every: every, now: time.Now, seen: map[string]*window{}}

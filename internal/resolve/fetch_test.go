@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ func TestFetchStalledMirror(t *testing.T) {
 		}, "timeout awaiting response headers"},
 		{"slow but steady", func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
 			w.Header().Set("Content-Length", strconv.Itoa(len(content)))
-			for chunk := range chunks(content, 20) { // 1s in all, twice the stall timeout
+			for chunk := range slices.Chunk(content, len(content)/20) { // 1s in all, twice the stall timeout
 				time.Sleep(50 * time.Millisecond)
 				w.Write(chunk)
 				w.(http.Flusher).Flush()
@@ -111,21 +112,5 @@ func wait(r *http.Request, release <-chan struct{}) {
 	select {
 	case <-r.Context().Done():
 	case <-release:
-	}
-}
-
-// chunks cuts b into n pieces (the last takes the rest).
-func chunks(b []byte, n int) func(func([]byte) bool) {
-	return func(yield func([]byte) bool) {
-		size := len(b) / n
-		for i := 0; i < n; i++ {
-			end := (i + 1) * size
-			if i == n-1 {
-				end = len(b)
-			}
-			if !yield(b[i*size : end]) {
-				return
-			}
-		}
 	}
 }

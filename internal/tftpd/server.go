@@ -47,12 +47,8 @@ type Server struct {
 	remote *ratelog.Limiter
 }
 
-// remoteLogEvery is how often at most each kind of remotely triggered line is logged at its
-// level; the others go to the debug log and are counted in the next one.
-const remoteLogEvery = 10 * time.Second
-
 func newServer(root string, files []string, log logrus.FieldLogger) *Server {
-	return &Server{root: root, files: files, log: log, transfers: newSlots(), remote: ratelog.New(remoteLogEvery)}
+	return &Server{root: root, files: files, log: log, transfers: newSlots(), remote: ratelog.New(ratelog.Every)}
 }
 
 // New returns a Server for root, the iPXE directory. It fails if root holds
@@ -149,8 +145,8 @@ func (s *Server) full(client net.Addr) bool {
 	if !ok {
 		return false
 	}
-	ap := ua.AddrPort()
-	if !s.transfers.full(ap.Addr().Unmap()) {
+	ap := unmapped(ua)
+	if !s.transfers.full(ap.Addr()) {
 		return false
 	}
 	s.remote.Log(s.log.WithFields(logrus.Fields{"client": ap.String(), "max_transfers": s.transfers.maxTotal, "max_per_client": s.transfers.maxPer}),
@@ -217,10 +213,16 @@ func isTSizeProbe(err error) bool {
 func clientAddr(rf io.ReaderFrom) netip.AddrPort {
 	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
 		a := ot.RemoteAddr()
-		ap := a.AddrPort()
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) // 1.2.3.4, however net stored it
+		return unmapped(&a)
 	}
 	return netip.AddrPort{}
+}
+
+// unmapped is a's address and port, an IPv4 address as 1.2.3.4 however net stored it: the key
+// of the per-client bound, the same for a request and its transfer.
+func unmapped(a *net.UDPAddr) netip.AddrPort {
+	ap := a.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // hook receives pin/tftp's transfer statistics. The read handler already
