@@ -98,7 +98,7 @@ func (d *daemon) offerLease(mac string) (inventory.Lease, error) {
 		prefer = d.scout.vouches
 	}
 	for range maxProbes {
-		lease, fresh, vouched, err := d.inv.DiscoveryLeaseFrom(mac, d.pool(), prefer, false)
+		lease, fresh, vouched, err := d.inv.OfferLease(mac, d.pool(), prefer)
 		if err != nil || !fresh || d.probe == nil {
 			return lease, err
 		}

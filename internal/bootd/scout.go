@@ -46,7 +46,7 @@ var watchRetry = time.Second
 // for no probe: it sweeps them all with ARP (one sweep every scoutRefresh, arpprobe's two probes per address), and it watches
 // every ARP packet on the segment, so a host that starts using a pool address between sweeps is
 // noticed the moment it sends one. It only vouches: the inventory still allocates
-// (DiscoveryLeaseFrom, preferring vouched addresses), so an address is never offered to two
+// (OfferLease, preferring vouched addresses), so an address is never offered to two
 // MACs. A host found at a free address is logged and the address held back, as by the leaser's
 // own probe.
 type scout struct {

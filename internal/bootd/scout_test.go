@@ -254,7 +254,11 @@ func TestScoutClaims(t *testing.T) {
 
 	d2, hook2 := scoutDaemon(t, &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}})
 	const mac = "52:54:00:00:00:09"
-	if _, _, _, err := d2.inv.DiscoveryLeaseFrom(mac, inventory.Pool{Start: addr200, End: addr200, LeaseTime: time.Nanosecond}, nil, true); err != nil {
+	pool := inventory.Pool{Start: addr200, End: addr200, LeaseTime: time.Nanosecond}
+	if _, _, _, err := d2.inv.OfferLease(mac, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.inv.BindLease(mac, pool); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Millisecond) // the lease expires; it still names its address

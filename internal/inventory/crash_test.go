@@ -46,7 +46,7 @@ func crashChild(path string) {
 		}
 		fmt.Println("node", name, mac)
 		lmac := fmt.Sprintf("52:54:00:01:%02x:%02x", i/256, i%256)
-		if _, err := s.DiscoveryLease(lmac, pool); err != nil {
+		if _, err := dora(s, lmac, pool); err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}

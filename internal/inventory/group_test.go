@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,13 +32,10 @@ func failingDisk(t *testing.T) (heal func()) {
 var testPool = Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.249"), LeaseTime: 2 * time.Minute}
 
 // 50 concurrent new allocations share a few writes, get distinct addresses, and each is on disk
-// when its call returns.
+// when its REQUEST returns.
 func TestGroupCommitSharesWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inventory.json")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, path)
 	var writes atomic.Int32
 	swapWriteState(t, func(w stateWrite) error {
 		writes.Add(1)
@@ -52,7 +48,7 @@ func TestGroupCommitSharesWrites(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			got[i], errs[i] = s.DiscoveryLease(fmt.Sprintf("52:54:00:00:01:%02x", i), testPool)
+			got[i], errs[i] = dora(s, fmt.Sprintf("52:54:00:00:01:%02x", i), testPool)
 			if errs[i] != nil {
 				return
 			}
@@ -60,7 +56,7 @@ func TestGroupCommitSharesWrites(t *testing.T) {
 			d, err := Open(path)
 			if err == nil {
 				if _, err = d.LeaseOf(got[i].MAC); err != nil {
-					err = fmt.Errorf("lease of %s not on disk when DiscoveryLease returned", got[i].MAC)
+					err = fmt.Errorf("lease of %s not on disk when its REQUEST returned", got[i].MAC)
 				}
 			}
 			errs[i] = err
@@ -84,14 +80,11 @@ func TestGroupCommitSharesWrites(t *testing.T) {
 	}
 }
 
-// A failed group write: a new allocation is undone and its error returned; a hold stays in memory
-// with its error returned, and the next successful write puts it on disk.
+// A failed group write: a new allocation is undone and its REQUEST gets the error; a hold stays in
+// memory with its error returned, and the next successful write puts it on disk.
 func TestGroupCommitFailedWrite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inventory.json")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, path)
 	disk := errors.New("disk full")
 	var fail atomic.Bool
 	fail.Store(true)
@@ -101,8 +94,8 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 		}
 		return performWrite(w)
 	})
-	if _, err := s.DiscoveryLease("52:54:00:00:00:01", testPool); !errors.Is(err, disk) {
-		t.Fatalf("DiscoveryLease = %v, want the write's error", err)
+	if _, err := dora(s, "52:54:00:00:00:01", testPool); !errors.Is(err, disk) {
+		t.Fatalf("REQUEST = %v, want the write's error", err)
 	}
 	if ls := s.Leases(); len(ls) != 0 {
 		t.Fatalf("failed allocation still in memory: %+v", ls)
@@ -113,9 +106,9 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 	}
 	// The hold stays in memory: the next allocation skips the address.
 	fail.Store(false)
-	l, err := s.DiscoveryLease("52:54:00:00:00:01", testPool)
+	l, err := dora(s, "52:54:00:00:00:01", testPool)
 	if err != nil || l.Address.String() != "10.80.0.11" {
-		t.Fatalf("DiscoveryLease = %v %v, want 10.80.0.11 (10.80.0.10 held)", l.Address, err)
+		t.Fatalf("lease = %v %v, want 10.80.0.11 (10.80.0.10 held)", l.Address, err)
 	}
 	d := onDisk(t, path)
 	if ls := d.Leases(); len(ls) != 2 || !ls[0].Declined || ls[0].Address != held {
@@ -127,12 +120,9 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 // write-through change waits for the group write in flight (writes never overlap).
 func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inventory.json")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, path)
 	// A recent write: renewals then write nothing of their own.
-	if _, err := s.DiscoveryLease("52:54:00:00:00:99", testPool); err != nil {
+	if _, err := dora(s, "52:54:00:00:00:99", testPool); err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
@@ -147,12 +137,12 @@ func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 	})
 	const mac = "52:54:00:00:00:01"
 	first := make(chan error, 1)
-	go func() { _, err := s.DiscoveryLease(mac, testPool); first <- err }()
+	go func() { _, err := dora(s, mac, testPool); first <- err }()
 	for len(s.Leases()) == 1 { // allocated in memory, write blocked
 		time.Sleep(time.Millisecond)
 	}
 	renewed := make(chan error, 1)
-	go func() { _, err := s.DiscoveryLease(mac, testPool); renewed <- err }()
+	go func() { _, err := dora(s, mac, testPool); renewed <- err }()
 	assigned := make(chan error, 1)
 	go func() {
 		if _, _, err := s.See("52:54:00:00:00:04", Facts{}); err != nil {
@@ -184,98 +174,110 @@ func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 	}
 }
 
-// An unbound allocation (a DHCP OFFER) returns while its write is still blocked; the bound call
-// that follows (the REQUEST) waits for that write; and when that write fails, the allocation is
-// taken back, so the bound call gets a written lease rather than the unwritten one.
-func TestUnboundOfferBoundRequest(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "inventory.json")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := make(chan struct{})
-	var writes atomic.Int32
-	swapWriteState(t, func(w stateWrite) error {
-		if writes.Add(1) == 1 {
-			<-gate
-			return errors.New("disk full")
-		}
-		return performWrite(w)
-	})
-	const mac = "52:54:00:00:00:01"
-	offer, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, false) // returns with the write blocked
-	if err != nil || offer.Address != testPool.Start {
-		t.Fatalf("offer = %v, %v", offer, err)
-	}
-	type result struct {
-		l   Lease
-		err error
-	}
-	bound := make(chan result, 1)
-	go func() {
-		l, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, true)
-		bound <- result{l, err}
-	}()
-	select {
-	case r := <-bound:
-		t.Fatalf("bound lookup returned %v, %v before the offered lease was written", r.l, r.err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(gate)
-	r := <-bound
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	d := onDisk(t, path)
-	if got, err := d.LeaseOf(mac); err != nil || got.Address != r.l.Address {
-		t.Fatalf("on disk: %v %v; the bound call returned %s", got, err, r.l.Address)
+// An OFFER returns while its allocation's write is still blocked, and the REQUEST that follows
+// waits for that write: it is ACKed a lease on disk, or, when the write fails, gets the write's
+// error and nothing stays allocated.
+func TestOfferThenRequestWaitsForTheWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write error // the allocation's write
+	}{
+		{"write succeeds", nil},
+		{"write fails", errors.New("disk full")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "inventory.json")
+			s := open(t, path)
+			gate := make(chan struct{})
+			swapWriteState(t, func(w stateWrite) error {
+				<-gate
+				if tc.write != nil {
+					return tc.write
+				}
+				return performWrite(w)
+			})
+			const mac = "52:54:00:00:00:01"
+			offer, _, _, err := s.OfferLease(mac, testPool, nil) // returns with the write blocked
+			if err != nil || offer.Address != testPool.Start {
+				t.Fatalf("offer = %v, %v", offer, err)
+			}
+			type result struct {
+				l   Lease
+				err error
+			}
+			bound := make(chan result, 1)
+			go func() {
+				l, err := s.BindLease(mac, testPool)
+				bound <- result{l, err}
+			}()
+			select {
+			case r := <-bound:
+				t.Fatalf("REQUEST returned %v, %v before the offered lease was written", r.l, r.err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			close(gate)
+			r := <-bound
+			if tc.write != nil {
+				if !errors.Is(r.err, tc.write) {
+					t.Fatalf("REQUEST = %v, %v; want the write's error", r.l, r.err)
+				}
+				if ls := s.Leases(); len(ls) != 0 {
+					t.Fatalf("leases after the failed write: %+v, want none", ls)
+				}
+				return
+			}
+			if r.err != nil || r.l.Address != offer.Address {
+				t.Fatalf("REQUEST = %v, %v; want the offered %s", r.l, r.err, offer.Address)
+			}
+			if got, err := onDisk(t, path).LeaseOf(mac); err != nil || got.Address != r.l.Address {
+				t.Fatalf("on disk: %v %v; the REQUEST was ACKed %s", got, err, r.l.Address)
+			}
+		})
 	}
 }
 
 // When an offer's write fails, the OFFER's background writer and the REQUEST both take the
-// allocation back. The REQUEST's new allocation (often the same address) must survive the other's
-// late undo: otherwise the client is ACKed an address the inventory no longer holds for it, and
-// the next MAC gets it too.
+// allocation back. The one that comes late must spare the MAC's next allocation (its
+// retransmitted DISCOVER's, often the same address, its write not yet done): otherwise that
+// client is ACKed an address the inventory no longer holds for it, and the next MAC gets it too.
 func TestLateUndoSparesTheNewAllocation(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // the interleaving that loses it, made likely
 	path := filepath.Join(t.TempDir(), "inventory.json")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate1, gate2 := make(chan struct{}), make(chan struct{})
+	s := open(t, path)
+	gate := make(chan struct{})
 	var writes atomic.Int32
 	swapWriteState(t, func(w stateWrite) error {
 		switch writes.Add(1) {
 		case 1:
-			<-gate1
 			return errors.New("disk full")
 		case 2:
-			<-gate2
+			<-gate
 		}
 		return performWrite(w)
 	})
 	const mac = "52:54:00:00:00:01"
-	if _, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, false); err != nil { // the OFFER
+	first, _, _, err := s.OfferLease(mac, testPool, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { time.Sleep(50 * time.Millisecond); close(gate1) }()
-	go func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) && writes.Load() < 2 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(50 * time.Millisecond) // let the late undo run, if it would
-		close(gate2)
-	}()
-	l, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, true) // the REQUEST
-	if err != nil {
-		// The offer's write failed and was undone: the REQUEST must allocate anew and succeed.
-		t.Fatalf("the REQUEST after a failed offer write: %v", err)
+	s.mu.Lock()
+	firstGen := s.leaseGen[mac]
+	s.mu.Unlock()
+	waitTakenBack(t, s, mac)
+	if _, err := s.BindLease(mac, testPool); err == nil {
+		t.Fatal("REQUEST after a failed write succeeded")
 	}
-	if got, err := s.LeaseOf(mac); err != nil || got.Address != l.Address {
-		other, _, _, _ := s.DiscoveryLeaseFrom("52:54:00:00:00:02", testPool, nil, true)
-		t.Fatalf("the REQUEST was given %s, but the inventory holds %v (%v) for it; another MAC now gets %s", l.Address, got, err, other.Address)
+	again, fresh, _, err := s.OfferLease(mac, testPool, nil) // the client DISCOVERs again; its write blocks
+	if err != nil || !fresh {
+		t.Fatalf("second offer = %v fresh=%v, %v; want a new allocation", again, fresh, err)
+	}
+	s.undoAllocation(first, firstGen) // the first write's other undo, late
+	close(gate)
+	l, err := s.BindLease(mac, testPool)
+	if err != nil || l.Address != again.Address {
+		t.Fatalf("REQUEST after the late undo = %v, %v; want %s", l, err, again.Address)
+	}
+	if other, err := dora(s, "52:54:00:00:00:02", testPool); err != nil || other.Address == l.Address {
+		t.Fatalf("another MAC got %s (%v) while %s holds it", other.Address, err, mac)
 	}
 }
 
@@ -298,7 +300,7 @@ func TestSetStateUnchangedDoesNotWaitForWrites(t *testing.T) {
 		return performWrite(w)
 	})
 	var lease sync.WaitGroup
-	lease.Go(func() { _, _ = s.DiscoveryLease("52:54:00:00:01:01", testPool) })
+	lease.Go(func() { _, _ = dora(s, "52:54:00:00:01:01", testPool) })
 	defer lease.Wait()
 	defer close(release)
 	<-inFlight
@@ -369,10 +371,7 @@ func TestLastSeenWrittenWhenStale(t *testing.T) {
 // A REQUEST whose OFFER's write failed (in the background, nobody waiting) learns the write's
 // error, not merely that its client holds no lease: a full disk must reach the log.
 func TestBindLeaseReportsAFailedWrite(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, filepath.Join(t.TempDir(), "inventory.json"))
 	var failing atomic.Bool
 	failing.Store(true)
 	swapWriteState(t, func(w stateWrite) error {
@@ -382,25 +381,32 @@ func TestBindLeaseReportsAFailedWrite(t *testing.T) {
 		return performWrite(w)
 	})
 	const mac = "52:54:00:00:00:01"
-	if _, _, _, err := s.DiscoveryLeaseFrom(mac, testPool, nil, false); err != nil { // the OFFER
+	if _, _, _, err := s.OfferLease(mac, testPool, nil); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := s.LeaseOf(mac); errors.Is(err, ErrNotFound) {
-			break // the failed write took the allocation back
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the allocation whose write failed is still there")
-		}
-	}
+	waitTakenBack(t, s, mac)
 	if _, err := s.BindLease(mac, testPool); err == nil || errors.Is(err, ErrNoLease) || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("BindLease after a failed write: %v, want the write's error", err)
 	}
 	failing.Store(false)
-	if _, err := s.DiscoveryLease("52:54:00:00:00:02", testPool); err != nil { // a write that succeeds
+	if _, err := dora(s, "52:54:00:00:00:02", testPool); err != nil { // a write that succeeds
 		t.Fatal(err)
 	}
 	if _, err := s.BindLease(mac, testPool); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("BindLease once writes work again: %v, want ErrNoLease", err)
+	}
+}
+
+// waitTakenBack waits until the OFFER's background write, which fails, has taken mac's
+// allocation back.
+func waitTakenBack(t *testing.T, s *Store, mac string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := s.LeaseOf(mac); errors.Is(err, ErrNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the allocation whose write failed is still there")
+		}
 	}
 }

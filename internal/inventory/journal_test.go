@@ -74,25 +74,19 @@ func TestTornJournalIsFoldedIntoTheFile(t *testing.T) {
 	if err := os.WriteFile(journalOf(path), []byte(rec(6, "a")+rec(7, "b")[:40]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.DiscoveryLease("52:54:00:00:00:01", testPool); err != nil {
+	s := open(t, path)
+	if _, err := dora(s, "52:54:00:00:00:01", testPool); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(journalOf(path)); err != nil || fi.Size() != 0 {
 		t.Fatalf("journal after the next write: %v, %v; want it emptied", fi, err)
 	}
-	s2, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := open(t, path)
 	if ls := s2.Leases(); len(ls) != 2 {
 		t.Fatalf("leases after reopen = %+v, want a's and the new one", ls)
 	}
 	// The following writes append again.
-	if _, err := s2.DiscoveryLease("52:54:00:00:00:02", testPool); err != nil {
+	if _, err := dora(s2, "52:54:00:00:00:02", testPool); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(journalOf(path)); err != nil || fi.Size() == 0 {
@@ -124,7 +118,7 @@ func TestJournalAppendsUntilFullOrFailed(t *testing.T) {
 	})
 	lease := func(i int, wantErr bool) {
 		t.Helper()
-		if _, err := s.DiscoveryLease(fmt.Sprintf("52:54:00:00:00:%02x", i), testPool); (err != nil) != wantErr {
+		if _, err := dora(s, fmt.Sprintf("52:54:00:00:00:%02x", i), testPool); (err != nil) != wantErr {
 			t.Fatalf("lease %d: err = %v, want an error: %v", i, err, wantErr)
 		}
 	}
@@ -183,7 +177,7 @@ func TestFailedWriteThroughStaysUndone(t *testing.T) {
 func TestCompactFoldsTheJournal(t *testing.T) {
 	s, _ := newStore(t)
 	for i := range 3 {
-		if _, err := s.DiscoveryLease(fmt.Sprintf("52:54:00:00:00:%02x", i), testPool); err != nil {
+		if _, err := dora(s, fmt.Sprintf("52:54:00:00:00:%02x", i), testPool); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -214,14 +208,14 @@ func TestCompactFoldsTheJournal(t *testing.T) {
 // replacing the file rather than appending behind lines it may still hold.
 func TestJournalThatCannotBeEmptied(t *testing.T) {
 	s, _ := newStore(t)
-	if _, err := s.DiscoveryLease(macA, testPool); err != nil { // one line in the journal
+	if _, err := dora(s, macA, testPool); err != nil { // one line in the journal
 		t.Fatal(err)
 	}
 	heal := failingDisk(t)
 	if err := s.Compact(); err != nil {
 		t.Fatalf("Compact with a journal that cannot be emptied = %v, want the file written", err)
 	}
-	if _, err := s.DiscoveryLease(macB, testPool); err != nil {
+	if _, err := dora(s, macB, testPool); err != nil {
 		t.Fatalf("a write after it = %v, want a replacement of the file (an append cannot sync)", err)
 	}
 	d := onDisk(t, s.path)
@@ -232,7 +226,7 @@ func TestJournalThatCannotBeEmptied(t *testing.T) {
 	// one after appends again.
 	heal()
 	for i, mac := range []string{macC, "52:54:00:00:00:0d"} {
-		if _, err := s.DiscoveryLease(mac, testPool); err != nil {
+		if _, err := dora(s, mac, testPool); err != nil {
 			t.Fatal(err)
 		}
 		fi, err := os.Stat(journalOf(s.path))

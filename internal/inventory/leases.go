@@ -19,64 +19,38 @@ var ErrNoLease = errors.New("no discovery lease")
 // multiples of the lease time, so one misbehaving host does not make the pool spin.
 const declineHold = 10
 
-// DiscoveryLease returns mac's discovery lease, renewing it, or leases the lowest free address
-// of the pool, once it is durable. An address is never leased to two MACs at once, and never one
-// a node holds.
-func (s *Store) DiscoveryLease(mac string, pool Pool) (Lease, error) {
-	l, _, _, err := s.DiscoveryLeaseFrom(mac, pool, nil, true)
-	return l, err
-}
-
-// DiscoveryLeaseFrom is DiscoveryLease, and reports whether the address was newly allocated to
-// mac (fresh) rather than renewed: a fresh address is one the caller may want to check on the
-// segment (ARP probe) before offering it, and hold back with HoldAddress if it is in use. A new
-// allocation takes the lowest free
-// address for which prefer returns true (preferred; e.g. one an ARP probe found free moments
-// ago), and only when there is none the lowest free address. prefer (nil: none) is called with
-// the store locked; it must not call the store. The allocation itself stays here, under the
-// store's lock, so an address is never leased to two MACs whatever prefer says.
+// OfferLease returns mac's discovery lease for a DHCP OFFER, renewing it, or allocates one: the
+// lowest free address of the pool for which prefer returns true (preferred; e.g. one an ARP probe
+// found free moments ago), and only when there is none the lowest free address. prefer (nil: none)
+// is called with the store locked; it must not call the store. The allocation itself stays here,
+// under the store's lock, so an address is never leased to two MACs, nor one a node holds,
+// whatever prefer says. fresh reports a new allocation rather than a renewal: an address the
+// caller may want to check on the segment (ARP probe) before offering it, and hold back with
+// HoldAddress if it is in use.
 //
-// With bind, the lease is returned once it is durable (group commit, see Store), and a new
-// allocation whose write fails is removed again, so the caller hands out nothing. Without bind
-// (for a DHCP OFFER, which binds nothing) it is returned at once and written in the background:
-// the client's REQUEST, a bind call, then waits for that write (leaseGen), so no client is ever
-// ACKed a lease that a crash could lose. A failed background write removes the allocation, and
-// the REQUEST finds the address no longer the client's (NAK).
-func (s *Store) DiscoveryLeaseFrom(mac string, pool Pool, prefer func(netip.Addr) bool, bind bool) (l Lease, fresh, preferred bool, err error) {
+// An OFFER binds nothing, so the lease is returned at once and written in the background; an
+// unanswered offer lapses after the pool's OfferHold. The client's REQUEST (BindLease) waits for
+// that write (leaseGen), so no client is ever ACKed a lease that a crash could lose. A failed
+// background write removes the allocation, and the REQUEST finds no lease (NAK): its client
+// DISCOVERs again, and its address is probed anew.
+func (s *Store) OfferLease(mac string, pool Pool, prefer func(netip.Addr) bool) (l Lease, fresh, preferred bool, err error) {
 	s.mu.Lock()
 	if i := s.ownLease(mac, pool); i >= 0 {
-		l, takenBack, err := s.renewOwn(i, pool, bind)
-		if takenBack {
-			// The lease's allocation was never written and is taken back: allocate anew (that
-			// allocation returns its own write's error, so this recurses once at most).
-			return s.DiscoveryLeaseFrom(mac, pool, prefer, bind)
-		}
-		return l, false, false, err
+		return s.reoffer(i, pool), false, false, nil
 	}
 	now := s.now()
-	expires := now.Add(pool.LeaseTime)
 	addr, preferred, err := s.freeAddress(pool, now, prefer)
 	if err != nil {
 		s.mu.Unlock()
 		return Lease{}, false, false, err
 	}
-	l = Lease{MAC: mac, Address: addr, Expires: expires}
+	l = Lease{MAC: mac, Address: addr, Expires: now.Add(pool.LeaseTime)}
 	s.data.Leases = append(s.prunedFor(mac, addr, now), l)
-	if bind {
-		delete(s.offered, mac)
-	} else {
-		s.offered[mac] = now.Add(pool.offerHold())
-	}
+	s.offered[mac] = now.Add(pool.offerHold())
 	g := s.bump()
 	s.leaseGen[mac] = g
 	s.mu.Unlock()
-	if !bind {
-		go s.commitAllocation(l, g) // the bind call that follows waits for it
-		return l, true, preferred, nil
-	}
-	if err := s.commitAllocation(l, g); err != nil {
-		return Lease{}, false, false, err
-	}
+	s.offers.Go(func() { s.commitAllocation(l, g) }) // the BindLease that follows waits for it
 	return l, true, preferred, nil
 }
 
@@ -96,9 +70,19 @@ func (s *Store) BindLease(mac string, pool Pool) (Lease, error) {
 		}
 		return Lease{}, fmt.Errorf("%s: %w", mac, ErrNoLease)
 	}
-	l, takenBack, err := s.renewOwn(i, pool, true)
-	if takenBack && err == nil {
-		err = fmt.Errorf("%s: its allocation was taken back: %w", mac, ErrNoLease)
+	allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
+	delete(s.offered, mac)
+	l, g := s.renew(i, s.now().Add(pool.LeaseTime), pool.LeaseTime)
+	s.mu.Unlock()
+	err := s.commit(g)
+	if err != nil && allocated != 0 {
+		s.undoAllocation(l, allocated)
+	}
+	if !s.LeasedTo(l.Address, mac) { // taken back: its allocation was never written
+		if err == nil {
+			err = fmt.Errorf("%s: its allocation was taken back: %w", mac, ErrNoLease)
+		}
+		return Lease{}, err
 	}
 	return l, err
 }
@@ -113,34 +97,20 @@ func (s *Store) ownLease(mac string, pool Pool) int {
 	return -1
 }
 
-// renewOwn renews lease i; with bind it returns once the lease is durable, or with the write's
-// error, and takenBack when the lease's allocation was never written and is taken back
-// meanwhile. It is called with s.mu held, and releases it.
-func (s *Store) renewOwn(i int, pool Pool, bind bool) (l Lease, takenBack bool, err error) {
+// reoffer renews lease i for an OFFER, writing in the background like an allocation. It is
+// called with s.mu held, and releases it.
+func (s *Store) reoffer(i int, pool Pool) Lease {
 	now := s.now()
 	mac := s.data.Leases[i].MAC
-	allocated := s.leaseGen[mac] // the allocation's generation while it is not durable, else 0
-	if bind {
-		delete(s.offered, mac)
-	} else if _, ok := s.offered[mac]; ok {
+	if _, offer := s.offered[mac]; offer {
 		s.offered[mac] = now.Add(pool.offerHold()) // a client whose OFFERs get lost keeps its offer while it asks
 	}
 	l, g := s.renew(i, now.Add(pool.LeaseTime), pool.LeaseTime)
 	s.mu.Unlock()
-	if !bind {
-		if g != 0 {
-			go s.commit(g) // the bind call that follows waits for it
-		}
-		return l, false, nil
+	if g != 0 {
+		s.offers.Go(func() { _ = s.commit(g) }) // the BindLease that follows waits for it
 	}
-	err = s.commit(g)
-	if err != nil && allocated != 0 {
-		s.undoAllocation(l, allocated)
-	}
-	if !s.LeasedTo(l.Address, mac) {
-		return Lease{}, true, err
-	}
-	return l, false, err
+	return l
 }
 
 // leaseIndex returns the index of mac's discovery lease, expired or not, or -1. Callers hold s.mu.
@@ -148,30 +118,24 @@ func (s *Store) leaseIndex(mac string) int {
 	return slices.IndexFunc(s.data.Leases, func(l Lease) bool { return l.MAC == mac && !l.Declined })
 }
 
-// commitAllocation waits for new lease l (generation g) to be durable; when its write fails it
-// removes l again and returns the error.
-func (s *Store) commitAllocation(l Lease, g uint64) error {
-	if err := s.commit(g); err != nil && s.undoAllocation(l, g) {
-		return err
+// commitAllocation writes new lease l (generation g), and removes it again when the write fails.
+func (s *Store) commitAllocation(l Lease, g uint64) {
+	if err := s.commit(g); err != nil {
+		s.undoAllocation(l, g)
 	}
-	return nil
 }
 
-// undoAllocation removes lease l (generation g) after its write failed, and reports true; or
-// false when a later write made it durable meanwhile (then it stands). The removal is written
-// with the next change; until then the file or its journal may hold l, which only keeps its
-// address unused.
-func (s *Store) undoAllocation(l Lease, g uint64) bool {
+// undoAllocation removes lease l (generation g) after its write failed, unless a later write
+// made it durable meanwhile (then it stands). The removal is written with the next change; until
+// then the file or its journal may hold l, which only keeps its address unused.
+func (s *Store) undoAllocation(l Lease, g uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.durable >= g {
-		return false
-	}
-	if s.leaseGen[l.MAC] != g {
-		// Taken back already (by the other of OFFER and REQUEST, which both undo), or replaced by
-		// a newer allocation for the MAC, perhaps of the same address: that one is not ours to
-		// remove. Still true: generation g was not written.
-		return true
+	if s.durable >= g || s.leaseGen[l.MAC] != g {
+		// Durable after all; or taken back already (by the other of OFFER and REQUEST, which
+		// both undo), or replaced by a newer allocation for the MAC, perhaps of the same
+		// address: that one is not ours to remove.
+		return
 	}
 	// By MAC and address: a renewal may have moved its expiry since.
 	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(x Lease) bool {
@@ -179,7 +143,6 @@ func (s *Store) undoAllocation(l Lease, g uint64) bool {
 	})
 	delete(s.leaseGen, l.MAC)
 	delete(s.offered, l.MAC)
-	return true
 }
 
 // renew extends lease i and returns the generation to wait for (0: none). Waiting machines renew

@@ -68,8 +68,10 @@ func TestDiscoveryLease(t *testing.T) {
 				var err error
 				if st.bind {
 					l, err = s.BindLease(st.mac, pool)
+				} else if st.offer {
+					l, _, _, err = s.OfferLease(st.mac, pool, nil)
 				} else {
-					l, _, _, err = s.DiscoveryLeaseFrom(st.mac, pool, nil, !st.offer)
+					l, err = dora(s, st.mac, pool)
 				}
 				got := l.Address.String()
 				switch {
@@ -87,6 +89,15 @@ func TestDiscoveryLease(t *testing.T) {
 			assertNoSharedAddress(t, s, c.t)
 		})
 	}
+}
+
+// dora leases mac an address as a DHCP client does, an OFFER and then a REQUEST, and returns
+// it once it is durable.
+func dora(s *Store, mac string, pool Pool) (Lease, error) {
+	if _, _, _, err := s.OfferLease(mac, pool, nil); err != nil {
+		return Lease{}, err
+	}
+	return s.BindLease(mac, pool)
 }
 
 func assertNoSharedAddress(t *testing.T, s *Store, now time.Time) {
@@ -111,7 +122,7 @@ func TestPoolNeverHandsOutANodeAddress(t *testing.T) {
 	}
 	pool := Pool{Start: netip.MustParseAddr("10.80.0.200"), End: netip.MustParseAddr("10.80.0.201"), LeaseTime: time.Minute}
 	for i := range 2 {
-		l, err := s.DiscoveryLease(fmt.Sprintf("52:54:00:00:01:%02x", i), pool)
+		l, err := dora(s, fmt.Sprintf("52:54:00:00:01:%02x", i), pool)
 		if i == 0 && (err != nil || l.Address.String() != "10.80.0.201") {
 			t.Fatalf("first lease = %v, %v; want 10.80.0.201", l.Address, err)
 		}
@@ -125,10 +136,7 @@ func TestPoolNeverHandsOutANodeAddress(t *testing.T) {
 // offers lapse after 10 s.
 func offerStore(t *testing.T) (*Store, *time.Time, Pool) {
 	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, filepath.Join(t.TempDir(), "inventory.json"))
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	s.now = func() time.Time { return now }
 	return s, &now, Pool{Start: netip.MustParseAddr("10.80.0.10"), End: netip.MustParseAddr("10.80.0.11"), LeaseTime: 2 * time.Minute, OfferHold: 10 * time.Second}
@@ -140,7 +148,10 @@ func offerStore(t *testing.T) (*Store, *time.Time, Pool) {
 func TestOfferHold(t *testing.T) {
 	s, now, pool := offerStore(t)
 	lookup := func(mac string, bind bool) (Lease, error) {
-		l, _, _, err := s.DiscoveryLeaseFrom(mac, pool, nil, bind)
+		if bind {
+			return s.BindLease(mac, pool)
+		}
+		l, _, _, err := s.OfferLease(mac, pool, nil)
 		if err == nil {
 			err = s.commit(s.gen) // the background write, made deterministic
 		}
@@ -188,7 +199,7 @@ func TestOfferHold(t *testing.T) {
 func TestLapsedOfferIsFreeEverywhere(t *testing.T) {
 	s, now, pool := offerStore(t)
 	flooder := "02:00:00:00:00:01"
-	l, _, _, err := s.DiscoveryLeaseFrom(flooder, pool, nil, false)
+	l, _, _, err := s.OfferLease(flooder, pool, nil)
 	if err == nil {
 		err = s.commit(s.gen)
 	}
@@ -242,17 +253,17 @@ func TestFreeAddressWalk(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newStore(t)
-			if _, err := s.DiscoveryLease(macA, pool); err != nil { // takes 10.80.0.200
+			if _, err := dora(s, macA, pool); err != nil { // takes 10.80.0.200
 				t.Fatal(err)
 			}
-			l, _, preferred, err := s.DiscoveryLeaseFrom(macB, pool, tt.prefer, true)
+			l, _, preferred, err := s.OfferLease(macB, pool, tt.prefer)
 			if err != nil || l.Address.String() != tt.want || preferred != tt.wantPreferred {
 				t.Errorf("got %s preferred=%v (%v), want %s preferred=%v", l.Address, preferred, err, tt.want, tt.wantPreferred)
 			}
 		})
 	}
 	s, _ := newStore(t)
-	if _, err := s.DiscoveryLease(macA, pool); err != nil {
+	if _, err := dora(s, macA, pool); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {

@@ -38,7 +38,7 @@ type snapshot struct {
 //
 // Two ways of writing, one writer at a time:
 //
-//   - Group commit (discovery leases: DiscoveryLease*, HoldAddress, HoldFreeAddress, ReleaseLease;
+//   - Group commit (discovery leases: OfferLease, BindLease, HoldAddress, HoldFreeAddress, ReleaseLease;
 //     See). The change is applied in memory under mu and gets the next generation number; the
 //     caller then waits, without mu, until a write covering its generation has completed
 //     (commit). Whoever finds no write in flight becomes the writer: it encodes the whole state
@@ -89,6 +89,7 @@ type Store struct {
 	leaseGen map[string]uint64    // MAC -> generation of its newest lease allocation, while not yet durable
 	offered  map[string]time.Time // MAC -> when its OFFERed lease lapses unless REQUESTed (Pool.OfferHold)
 	failed   error                // the last write's error; nil once a write succeeds
+	offers   sync.WaitGroup       // OFFERs' background writes: Compact, at stop, waits for them
 }
 
 // maxJournal is the journal size after which the next write replaces the file instead: a few
@@ -330,8 +331,10 @@ func appendSynced(path string, data []byte) error {
 // Compact folds the journal into the inventory file: at stop, so that the file alone holds the
 // state, to read, back up or edit by hand; at start, so that the first DHCP request after a
 // crash (likely one of a whole lab booting at once) does not pay for it. It waits for a write in
-// flight.
+// flight, and for OFFERs' background writes: call it while no OFFER is being made (before DHCP
+// starts, after it stops), so none runs after it.
 func (s *Store) Compact() error {
+	s.offers.Wait()
 	s.lockIdle()
 	defer s.mu.Unlock()
 	if s.journalSize == 0 && !s.compact {

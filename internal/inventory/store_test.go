@@ -17,23 +17,28 @@ func (c *clock) now() time.Time { return c.t }
 
 func newStore(t *testing.T) (*Store, *clock) {
 	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "inventory.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, filepath.Join(t.TempDir(), "inventory.json"))
 	c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	s.now = c.now
 	return s, c
 }
 
-// onDisk opens the inventory at path afresh: what a restarted bootd would load.
-func onDisk(t *testing.T, path string) *Store {
+// open opens the inventory at path for one test, which ends only once the store's background
+// writes (OFFERs') are done: none then writes into a directory the test is removing.
+func open(t *testing.T, path string) *Store {
 	t.Helper()
-	d, err := Open(path)
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	t.Cleanup(s.offers.Wait)
+	return s
+}
+
+// onDisk opens the inventory at path afresh: what a restarted bootd would load.
+func onDisk(t *testing.T, path string) *Store {
+	t.Helper()
+	return open(t, path)
 }
 
 func see(t *testing.T, s *Store, macs ...string) {
@@ -120,13 +125,10 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := Pool{Start: netip.MustParseAddr("10.80.0.200"), End: netip.MustParseAddr("10.80.0.201"), LeaseTime: time.Minute}
-	if _, err := s.DiscoveryLease(macB, pool); err != nil {
+	if _, err := dora(s, macB, pool); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(s.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := open(t, s.Path())
 	r.now = c.now // the same moment: what is compared is what was saved, not how old it is
 	nodes, waiting := r.Snapshot()
 	if len(nodes) != 1 || nodes[0].Name != "c4" || nodes[0].State != StateUp || nodes[0].Facts.Serial != "S-"+macA {
