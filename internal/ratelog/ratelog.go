@@ -13,16 +13,24 @@ import (
 // Messages, not clients, are the keys: a flood from made-up MACs or spoofed addresses would
 // otherwise grow the table without bound. The zero value is not usable: see New.
 type Limiter struct {
-	every time.Duration
-	now   func() time.Time // for tests
+	every     time.Duration
+	now       func() time.Time                               // for tests
+	afterFunc func(time.Duration, func()) (stop func() bool) // for tests
 
 	mu   sync.Mutex
 	seen map[string]*window
 }
 
+// window is one message's state since the last entry let through.
 type window struct {
 	last       time.Time
 	suppressed int
+	// The last held-back entry's logger and level, for the summary.
+	log   logrus.FieldLogger
+	level logrus.Level
+	// stop cancels the summary's timer. It is armed only while entries are held back, so an idle
+	// Limiter has no timers.
+	stop func() bool
 }
 
 // Every is the listeners' interval: one line per kind per 10 s is enough to see that something
@@ -31,12 +39,27 @@ const Every = 10 * time.Second
 
 // New returns a Limiter that lets each message through at most once per every.
 func New(every time.Duration) *Limiter {
-	return &Limiter{every: every, now: time.Now, seen: map[string]*window{}}
+	return &Limiter{every: every, now: time.Now, seen: map[string]*window{},
+		afterFunc: func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }}
 }
 
-// Allow reports whether an entry with message msg may be logged now, and how many entries with it
-// were held back since the last one let through.
-func (l *Limiter) Allow(msg string) (ok bool, suppressed int) {
+// Log writes msg at level when it is the first with msg in the interval, and otherwise at debug
+// level, so nothing is lost where debug logging is on. The next entry let through says how many
+// were held back ("suppressed") and the interval ("at_most_every"). Since a flood may stop and no
+// such entry come, the end of an interval with held-back entries also says it, in a line like the
+// last held-back one: otherwise the count would never reach a log at level.
+func (l *Limiter) Log(log logrus.FieldLogger, level logrus.Level, msg string) {
+	if ok, n := l.allow(msg, log, level); ok {
+		l.write(log, level, msg, n)
+	} else {
+		log.Debug(msg)
+	}
+}
+
+// allow reports whether an entry with message msg may be logged now, and how many entries with it
+// were held back since the last one let through. Holding one back keeps its log and level for the
+// summary at the end of the window.
+func (l *Limiter) allow(msg string, log logrus.FieldLogger, level logrus.Level) (ok bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -47,24 +70,42 @@ func (l *Limiter) Allow(msg string) (ok bool, suppressed int) {
 	}
 	if !w.last.IsZero() && now.Sub(w.last) < l.every {
 		w.suppressed++
+		w.log, w.level = log, level
+		if w.stop == nil {
+			last := w.last
+			w.stop = l.afterFunc(last.Add(l.every).Sub(now), func() { l.summarize(msg, last) })
+		}
 		return false, 0
 	}
 	n := w.suppressed
-	w.last, w.suppressed = now, 0
+	if w.stop != nil {
+		w.stop() // this entry reports them; if the timer fired already, summarize sees last moved
+	}
+	*w = window{last: now}
 	return true, n
 }
 
-// Log writes msg at level when Allow lets it through, and otherwise at debug level, so nothing is
-// lost where debug logging is on. After held-back entries, the one let through says how many
-// ("suppressed", since the last one let through) and the interval ("at_most_every").
-func (l *Limiter) Log(log logrus.FieldLogger, level logrus.Level, msg string) {
-	ok, n := l.Allow(msg)
-	switch {
-	case !ok:
-		log.Debug(msg)
-	case n > 0:
-		log.WithFields(logrus.Fields{"suppressed": n, "at_most_every": l.every.String()}).Log(level, msg)
-	default:
-		log.WithFields(nil).Log(level, msg)
+// summarize writes the count of the entries held back in the window that began at last, unless an
+// entry let through since then reported them. The summary counts as the entry let through, so a
+// flood that goes on writes one line per interval, not two.
+func (l *Limiter) summarize(msg string, last time.Time) {
+	l.mu.Lock()
+	w := l.seen[msg]
+	if !w.last.Equal(last) {
+		l.mu.Unlock()
+		return
 	}
+	log, level, n := w.log, w.level, w.suppressed
+	*w = window{last: l.now()}
+	l.mu.Unlock()
+	l.write(log, level, msg, n)
+}
+
+// write logs msg at level, with the count of held-back entries if there were any.
+func (l *Limiter) write(log logrus.FieldLogger, level logrus.Level, msg string, suppressed int) {
+	if suppressed == 0 {
+		log.WithFields(nil).Log(level, msg)
+		return
+	}
+	log.WithFields(logrus.Fields{"suppressed": suppressed, "at_most_every": l.every.String()}).Log(level, msg)
 }

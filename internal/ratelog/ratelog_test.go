@@ -2,12 +2,53 @@ package ratelog
 
 import (
 	"bytes"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
+
+// fakeClock is a clock tests move by hand. Timers armed on it fire only in fire, so a test
+// decides whether a line or the timer comes first at a window's end.
+type fakeClock struct {
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at   time.Time
+	f    func()
+	done bool
+}
+
+// newLimiter returns a Limiter on a fake clock.
+func newLimiter(every time.Duration) (*Limiter, *fakeClock) {
+	c := &fakeClock{now: time.Unix(1000, 0)}
+	l := New(every)
+	l.now = func() time.Time { return c.now }
+	l.afterFunc = func(d time.Duration, f func()) func() bool {
+		t := &fakeTimer{at: c.now.Add(d), f: f}
+		c.timers = append(c.timers, t)
+		return func() bool { stopped := !t.done; t.done = true; return stopped }
+	}
+	return l, c
+}
+
+// fire runs the timers due by now, each at its time.
+func (c *fakeClock) fire() {
+	now := c.now
+	for _, t := range c.timers {
+		if !t.done && !t.at.After(now) {
+			t.done, c.now = true, t.at
+			t.f()
+		}
+	}
+	c.now = now
+}
 
 func TestAllow(t *testing.T) {
 	start := time.Unix(1000, 0)
@@ -35,12 +76,10 @@ func TestAllow(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := New(10 * time.Second)
-			var now time.Time
-			l.now = func() time.Time { return now }
+			l, clock := newLimiter(10 * time.Second)
 			for i, e := range tc.events {
-				now = start.Add(e.at)
-				ok, n := l.Allow(e.msg)
+				clock.now = start.Add(e.at)
+				ok, n := l.allow(e.msg, logrus.New(), logrus.WarnLevel)
 				if ok != e.want || n != e.wantSuppressed {
 					t.Errorf("event %d (%s at %s): Allow = %v, %d; want %v, %d", i, e.msg, e.at, ok, n, e.want, e.wantSuppressed)
 				}
@@ -89,5 +128,140 @@ func TestHeldBackEntriesGoToDebug(t *testing.T) {
 	l.Log(log, logrus.WarnLevel, "refused")
 	if got := strings.Count(buf.String(), "level=debug msg=refused"); got != 1 {
 		t.Errorf("want the second entry at debug:\n%s", buf.String())
+	}
+}
+
+func TestHeldBackCountIsReported(t *testing.T) {
+	// A step with a client logs msg at warning with that client; one without fires the timers due.
+	type step struct {
+		at          time.Duration
+		msg, client string
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  []string
+	}{
+		{"a flood that stops is counted at the end of its window", []step{
+			{0, "a", "c1"}, {time.Second, "a", "c2"}, {2 * time.Second, "a", "c3"}, {10 * time.Second, "", ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+			"level=warning msg=a at_most_every=10s client=c3 suppressed=2",
+		}},
+		{"nothing held back, nothing to count", []step{
+			{0, "a", "c1"}, {10 * time.Second, "", ""}, {30 * time.Second, "", ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+		}},
+		{"a line let through at the window's end counts them, the timer not again", []step{
+			{0, "a", "c1"}, {time.Second, "a", "c2"}, {10 * time.Second, "a", "c3"}, {10 * time.Second, "", ""},
+			{30 * time.Second, "", ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+			"level=warning msg=a at_most_every=10s client=c3 suppressed=1",
+		}},
+		{"the count starts a window, and the next line let through does not count again", []step{
+			{0, "a", "c1"}, {time.Second, "a", "c2"}, {10 * time.Second, "", ""},
+			{11 * time.Second, "a", "c3"}, {15 * time.Second, "a", "c4"}, {20 * time.Second, "", ""},
+			{30 * time.Second, "a", "c5"}, {40 * time.Second, "", ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+			"level=warning msg=a at_most_every=10s client=c2 suppressed=1",
+			"level=warning msg=a at_most_every=10s client=c4 suppressed=2",
+			"level=warning msg=a client=c5",
+		}},
+		{"messages are counted apart", []step{
+			{0, "a", "c1"}, {0, "b", "c2"}, {time.Second, "a", "c3"}, {10 * time.Second, "", ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+			"level=warning msg=b client=c2",
+			"level=warning msg=a at_most_every=10s client=c3 suppressed=1",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			log, buf := textLog(logrus.InfoLevel)
+			log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
+			l, clock := newLimiter(10 * time.Second)
+			start := clock.now
+			for _, s := range tc.steps {
+				clock.now = start.Add(s.at)
+				if s.msg == "" {
+					clock.fire()
+				} else {
+					l.Log(log.WithField("client", s.client), logrus.WarnLevel, s.msg)
+				}
+			}
+			if got := strings.Split(strings.TrimSpace(buf.String()), "\n"); !slices.Equal(got, tc.want) {
+				t.Errorf("got lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestLateTimerWritesNothing covers a timer that fires while a line let through holds the lock:
+// its Stop comes too late, and the count went out with the line.
+func TestLateTimerWritesNothing(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	l, clock := newLimiter(10 * time.Second)
+	start := clock.now
+	l.Log(log, logrus.WarnLevel, "a")
+	clock.now = start.Add(time.Second)
+	l.Log(log, logrus.WarnLevel, "a")
+	clock.now = start.Add(10 * time.Second)
+	l.Log(log, logrus.WarnLevel, "a")
+	clock.now = start.Add(11 * time.Second)
+	l.Log(log, logrus.WarnLevel, "a") // held back again: a new timer, a new window
+	if len(clock.timers) != 2 {
+		t.Fatalf("%d timers armed, want 2", len(clock.timers))
+	}
+	clock.timers[0].f()
+	var counted []any
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && e.Data["suppressed"] != nil {
+			counted = append(counted, e.Data["suppressed"])
+		}
+	}
+	if !slices.Equal(counted, []any{1}) {
+		t.Errorf("counts reported: %v, want [1]", counted)
+	}
+}
+
+// TestEveryHeldBackLineIsCountedOnce floods a Limiter with real timers from many goroutines: each
+// line held back (at debug) is counted exactly once at level, by a line let through or a timer.
+func TestEveryHeldBackLineIsCountedOnce(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	l := New(time.Millisecond)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				l.Log(log, logrus.WarnLevel, "refused")
+				if i%50 == 0 {
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var debug, counted int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		debug, counted = 0, 0
+		for _, e := range hook.AllEntries() {
+			if e.Level == logrus.DebugLevel {
+				debug++
+			} else if n, ok := e.Data["suppressed"].(int); ok {
+				counted += n
+			}
+		}
+		if counted >= debug {
+			break
+		}
+	}
+	if debug == 0 || counted != debug {
+		t.Errorf("%d lines held back, %d counted", debug, counted)
 	}
 }
