@@ -34,7 +34,7 @@ func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) 
 	if err := refuseExisting(final); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(nameDir, 0o755); err != nil {
+	if err := mkdirAll(nameDir); err != nil {
 		return "", fmt.Errorf("write image: %w", err)
 	}
 	tmp, err := os.MkdirTemp(nameDir, "."+m.Version+tmpInfix)
@@ -53,6 +53,47 @@ func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) 
 		return "", fmt.Errorf("write image %s/%s: %w", m.Name, m.Version, err)
 	}
 	return final, nil
+}
+
+// The modes of what Write publishes, set explicitly rather than left to the umask: under an
+// admin's umask 077 a version would be 0700/0600, unreadable by a bootd or an nginx that does
+// not run as imgbuild's user, and what readers may open would depend on the host that built it.
+const (
+	dirMode  fs.FileMode = 0o755
+	fileMode fs.FileMode = 0o644
+)
+
+// mkdirAll is os.MkdirAll giving every directory it creates dirMode whatever the umask. A
+// directory that exists keeps its mode: an admin may have restricted the images directory.
+func mkdirAll(dir string) error {
+	err := os.Mkdir(dir, dirMode)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = mkdirAll(filepath.Dir(dir)); err == nil {
+			err = os.Mkdir(dir, dirMode)
+		}
+	}
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return os.Chmod(dir, dirMode)
+}
+
+// create makes a new file of the version with fileMode whatever the umask.
+func create(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(fileMode); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // tmpInfix marks a version directory that Write is still filling: .<version>.tmp-<random>.
@@ -92,7 +133,7 @@ func refuseExisting(final string) error {
 // manifest, all synced to disk.
 func fill(tmp string, m *Manifest, srcDir string) error {
 	// MkdirTemp creates 0700; bootd may run as another user than imgbuild.
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := os.Chmod(tmp, dirMode); err != nil {
 		return err
 	}
 	m.Created = m.Created.UTC()
@@ -125,7 +166,7 @@ func copyFile(src, dst string) (File, error) {
 	} else if !fi.Mode().IsRegular() {
 		return File{}, fmt.Errorf("%s: not a regular file", src)
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := create(dst)
 	if err != nil {
 		return File{}, err
 	}
@@ -147,7 +188,7 @@ func writeManifest(dir string, m Manifest) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, ManifestFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := create(filepath.Join(dir, ManifestFile))
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,14 @@ package artifact
 
 import (
 	"errors"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/labcluster/gpucluster/internal/golden"
@@ -46,6 +50,44 @@ func TestWriteRoundTrip(t *testing.T) {
 			}
 			assertNoTemp(t, filepath.Join(images, "compute"))
 		})
+	}
+}
+
+// TestWriteIgnoresUmask: under an admin's umask 077 a version is still readable by a server
+// that does not run as imgbuild's user: 0755 directories, 0644 files, down from the directories
+// Write created above it. An images directory that exists keeps its mode. Not parallel: the
+// umask is the process's.
+func TestWriteIgnoresUmask(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0o077))
+	root := t.TempDir()
+	existing := filepath.Join(root, "existing")
+	if err := os.Mkdir(existing, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(existing, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	writeImage(t, existing, testManifest("compute", "1"))
+	made := filepath.Join(root, "made", "images")
+	writeImage(t, made, testManifest("compute", "1"))
+	want := map[string]fs.FileMode{
+		"existing": fs.ModeDir | 0o750, "existing/compute": fs.ModeDir | 0o755, "existing/compute/1": fs.ModeDir | 0o755,
+		"made": fs.ModeDir | 0o755, "made/images": fs.ModeDir | 0o755, "made/images/compute": fs.ModeDir | 0o755,
+		"made/images/compute/1": fs.ModeDir | 0o755,
+	}
+	for _, dir := range []string{"existing/compute/1", "made/images/compute/1"} {
+		for _, f := range []string{ManifestFile, "vmlinuz", "initramfs.img", "rootfs.squashfs"} {
+			want[dir+"/"+f] = 0o644
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(want)) {
+		fi, err := os.Lstat(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want[p] {
+			t.Errorf("%s: %v, want %v", p, fi.Mode(), want[p])
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // Write replaces path with data, with permissions perm. The directory must exist.
 func Write(path string, data []byte, perm fs.FileMode) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+tmpInfix+"*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -36,6 +36,16 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return SyncDir(dir)
+}
+
+// tmpInfix marks Write's temporary files: .<name>.tmp-<random>, beside the file they replace.
+const tmpInfix = ".tmp-"
+
+// Temps lists the temporary files of Write in dir: writes in progress, or what a killed process
+// left for ever (Write removes its own on any error it sees). Only the caller knows whether a
+// write can be in progress, and whether dir holds other files named so.
+func Temps(dir string) ([]string, error) {
+	return filepath.Glob(filepath.Join(dir, ".*"+tmpInfix+"*"))
 }
 
 // SyncDir makes a directory's entries (new files, renames, removals) durable.

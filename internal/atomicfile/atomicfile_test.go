@@ -35,3 +35,19 @@ func TestWrite(t *testing.T) {
 		t.Fatal("write into a missing directory succeeded")
 	}
 }
+
+// TestTemps: Temps lists what a killed Write leaves, not the files it writes.
+func TestTemps(t *testing.T) {
+	dir := t.TempDir()
+	if err := Write(filepath.Join(dir, "state.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	left := filepath.Join(dir, ".state.json.tmp-123456")
+	if err := os.WriteFile(left, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Temps(dir)
+	if err != nil || len(got) != 1 || got[0] != left {
+		t.Fatalf("Temps = %v, %v; want [%s]", got, err, left)
+	}
+}

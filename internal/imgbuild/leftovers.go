@@ -8,6 +8,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/rootfs"
 )
@@ -41,10 +42,15 @@ func leftoverKinds(cacheDir, outDir string) []leftoverKind {
 		{"build scratch", glob(filepath.Join(cacheDir, buildPrefix+"*")), 0},
 		{"layer stages", func() ([]string, error) { return rootfs.Stages(cacheDir) }, 0},
 		{"partial downloads", func() ([]string, error) { return resolve.Partials(rpmCacheDir(cacheDir)) }, 0},
+		{"unfinished cache records", func() ([]string, error) { return atomicfile.Temps(keptDir(cacheDir)) }, 0},
 		{"lock scratch", glob(filepath.Join(cacheDir, lockPrefix+"*")), staleAge},
 		{"unfinished versions", func() ([]string, error) { return artifact.Unfinished(outDir) }, staleAge},
 	}
 }
+
+// cleanStale removes one leftover. A variable so that a test can make a removal fail: the tests
+// run as root, whom no file mode refuses, and chattr +i does not work on every file system (tmpfs).
+var cleanStale = rootfs.CleanStale
 
 // clearLeftovers removes what killed imgbuilds left in the cache and the images directory, and
 // logs what it removed. Callers hold the cache lock. What the lock covers must go (a build would
@@ -61,7 +67,7 @@ func clearLeftovers(cacheDir, outDir string, log logrus.FieldLogger) error {
 		}
 		var freed rootfs.Freed
 		for _, p := range paths {
-			f, err := rootfs.CleanStale([]string{p})
+			f, err := cleanStale([]string{p})
 			freed.Count, freed.Bytes = freed.Count+f.Count, freed.Bytes+f.Bytes
 			switch {
 			case err != nil && k.minAge == 0:

@@ -1,6 +1,7 @@
 package imgbuild
 
 import (
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/labcluster/gpucluster/internal/rootfs"
+	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
 // TestLockCacheClearsLeftovers: taking the cache for a build removes what SIGKILLed imgbuilds
@@ -30,6 +32,7 @@ func TestLockCacheClearsLeftovers(t *testing.T) {
 		{"build scratch", "cache/build-compute-1", "tree/etc/motd", false, true},
 		{"layer stage", "cache/layers/.build-base-1", "tree/etc/motd", false, true},
 		{"partial download", "cache/rpms/sha256/.partial-1", "", false, true},
+		{"cache record temp", "cache/kept/.compute.json.tmp-1", "", false, true},
 		{"lock scratch a day old", "cache/lock-compute-1", "work/x", true, true},
 		{"lock scratch in use", "cache/lock-compute-2", "work/x", false, false},
 		{"unfinished version a day old", "out/compute/.2026.01.01-1.tmp-1", "vmlinuz", true, true},
@@ -69,8 +72,50 @@ func TestLockCacheClearsLeftovers(t *testing.T) {
 		}
 	}
 	one := rootfs.Freed{Count: 1, Bytes: 5}
-	want := map[string]rootfs.Freed{"build scratch": one, "layer stages": one, "partial downloads": one, "lock scratch": one, "unfinished versions": one}
+	want := map[string]rootfs.Freed{"build scratch": one, "layer stages": one, "partial downloads": one, "unfinished cache records": one, "lock scratch": one, "unfinished versions": one}
 	if !maps.Equal(logged, want) {
 		t.Errorf("logged %v, want %v", logged, want)
+	}
+}
+
+// TestClearLeftoversWarnsAndContinues: a day-old leftover outside the cache lock's cover that
+// cannot be removed (another user's, in a shared images directory) is only warned about, naming
+// it and why, and the cleanup goes on: the build may start, and the leftovers after it, of its
+// kind and of the next, are gone.
+func TestClearLeftoversWarnsAndContinues(t *testing.T) {
+	root := t.TempDir()
+	cache, out := filepath.Join(root, "cache"), filepath.Join(root, "out")
+	stuck := filepath.Join(cache, "lock-compute-1")
+	others := []string{filepath.Join(cache, "lock-compute-2"), filepath.Join(out, "compute", ".1.tmp-1")}
+	dayOld := time.Now().Add(-25 * time.Hour)
+	for _, p := range append([]string{stuck}, others...) {
+		writeFile(t, filepath.Join(p, "x"), "hello")
+		if err := os.Chtimes(p, dayOld, dayOld); err != nil {
+			t.Fatal(err)
+		}
+	}
+	denied := errors.New("operation not permitted")
+	testhook.Set(t, &cleanStale, func(paths []string) (rootfs.Freed, error) {
+		if paths[0] == stuck {
+			return rootfs.Freed{}, denied
+		}
+		return rootfs.CleanStale(paths)
+	})
+	log, hook := logtest.NewNullLogger()
+	if err := clearLeftovers(cache, out, log); err != nil {
+		t.Fatalf("clearLeftovers: %v, want it to warn and go on", err)
+	}
+	for _, p := range others {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s left behind", p)
+		}
+	}
+	var warned bool
+	for _, e := range hook.AllEntries() {
+		err, _ := e.Data[logrus.ErrorKey].(error)
+		warned = warned || e.Level == logrus.WarnLevel && e.Data["path"] == stuck && errors.Is(err, denied)
+	}
+	if !warned {
+		t.Errorf("no warning naming %s and its error", stuck)
 	}
 }

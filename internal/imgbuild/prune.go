@@ -27,6 +27,9 @@ import (
 // Records from other directories stay: a CI run in a fresh checkout shares the cache, and the
 // record of its previous checkout, deleted since, holds what its next image build reuses.
 
+// keptDir holds the records, <image>.json.
+func keptDir(cacheDir string) string { return filepath.Join(cacheDir, "kept") }
+
 // keptRecord is what one image's last build used.
 type keptRecord struct {
 	ImageFile string   `json:"image_file,omitempty"` // absolute path; "" in records of older versions
@@ -36,7 +39,8 @@ type keptRecord struct {
 
 // recordKept records the layer keys and package hashes that the build of image, from imageFile
 // (an absolute path), used: what pruneCache keeps for it. A build with --keep-cache records too,
-// so the next pruning keeps its layers.
+// so the next pruning keeps its layers. Callers hold the cache lock: a build clears a killed
+// writer's temporary file in keptDir whatever its age (leftovers.go).
 func recordKept(cacheDir, image, imageFile string, layers []rootfs.Result, rpmDigests []string) error {
 	rec := keptRecord{ImageFile: imageFile, RPMs: slices.Sorted(slices.Values(rpmDigests))}
 	for _, l := range layers {
@@ -71,7 +75,7 @@ func pruneCache(cacheDir, imagesDir string, log logrus.FieldLogger) error {
 }
 
 func writeKept(cacheDir, image string, rec keptRecord) error {
-	dir := filepath.Join(cacheDir, "kept")
+	dir := keptDir(cacheDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -118,7 +122,7 @@ func keptBy(records map[string]keptRecord) (layers, rpms map[string]bool) {
 // readRecords reads every record, by file. A record that cannot be read stops the pruning
 // rather than letting it remove what that image uses.
 func readRecords(cacheDir string) (map[string]keptRecord, error) {
-	files, err := filepath.Glob(filepath.Join(cacheDir, "kept", "*.json"))
+	files, err := filepath.Glob(filepath.Join(keptDir(cacheDir), "*.json"))
 	if err != nil {
 		return nil, err
 	}
