@@ -2,8 +2,6 @@ package resolve
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,8 +115,7 @@ func (l *LockFile) Digest() string {
 	if err != nil {
 		return ""
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return "sha256:" + sha256hex.OfBytes(b)
 }
 
 // Write writes the lock atomically: a temporary file in the same

@@ -25,6 +25,12 @@ func Of(r io.Reader) (sum string, n int64, err error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
+// OfBytes returns the digest of b.
+func OfBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
 // File returns the digest of the file at path. Its errors wrap the file system's, so
 // errors.Is(err, fs.ErrNotExist) still tells a missing file.
 func File(path string) (string, error) {

@@ -1,8 +1,6 @@
 package spec
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -85,7 +83,7 @@ func canonFiles(files []File) ([]canonFile, error) {
 	for _, f := range files {
 		c := canonFile{Path: f.Path, Source: f.Source, Content: f.Content, Mode: uint32(f.Mode),
 			Owner: f.Owner, Group: f.Group}
-		if f.Source != "" {
+		if c.SourceSHA256 = f.SourceSHA256; f.Source != "" && c.SourceSHA256 == "" {
 			sum, err := f.sourceSHA256()
 			if err != nil {
 				return nil, err
@@ -118,8 +116,7 @@ func hashJSON(v any) string {
 	if err != nil {
 		panic(fmt.Sprintf("spec: canonical form does not encode: %v", err)) // a bug, not input
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return sha256hex.OfBytes(b)
 }
 
 type canonPlan struct {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 	"github.com/labcluster/gpucluster/internal/tomlpos"
 )
 
@@ -102,6 +103,10 @@ func findSource(r *reader, dir, path string, f *File) {
 		r.fail(path+".source", "%s", sourceMessage(f.Source, err))
 	case !fi.Mode().IsRegular():
 		r.fail(path+".source", "%s is not a regular file", f.Source)
+	default:
+		if f.SourceSHA256, err = f.sourceSHA256(); err != nil {
+			r.fail(path+".source", "%s", sourceMessage(f.Source, err))
+		}
 	}
 }
 
@@ -139,7 +144,9 @@ func (f File) openSource() (*os.File, error) {
 	return root.Open(f.Source)
 }
 
-// Data is what the file holds: Content, or Source's bytes read through openSource.
+// Data is what the file holds: Content, or Source's bytes read through openSource. Source is read
+// again here, at build time, so Data checks it against SourceSHA256 (when known): bytes edited
+// since the layer was loaded would go into an image, and a cached layer, keyed by the old ones.
 func (f File) Data() ([]byte, error) {
 	if f.Source == "" {
 		return []byte(f.Content), nil
@@ -149,5 +156,12 @@ func (f File) Data() ([]byte, error) {
 		return nil, err
 	}
 	defer in.Close()
-	return io.ReadAll(in)
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return nil, err
+	}
+	if sum := sha256hex.OfBytes(data); f.SourceSHA256 != "" && sum != f.SourceSHA256 {
+		return nil, fmt.Errorf("%s changed while the build ran (sha256 %s when its layer was loaded, %s now): build again", filepath.Join(f.LayersDir, f.Source), f.SourceSHA256, sum)
+	}
+	return data, nil
 }

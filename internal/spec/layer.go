@@ -64,6 +64,9 @@ type File struct {
 	// LayersDir is the absolute directory Source is relative to ("" for Content). Sources are
 	// read only inside it, through os.Root (File.Data): a symlink out of it is refused.
 	LayersDir string
+	// SourceSHA256 is Source's sha256 (hex) when the layer was loaded: the layer's digest, and
+	// so the image's and the cache's keys, cover these bytes, and Data refuses others.
+	SourceSHA256 string
 }
 
 // Services are systemd units to enable or disable.

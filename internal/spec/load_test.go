@@ -144,7 +144,7 @@ content = "m"
 		Users:   []User{{Name: "slurm", UID: 981, GID: 981, Home: "/var/lib/slurm", Shell: "/sbin/nologin", Comment: "Slurm"}},
 		Files: []File{
 			{Path: "/etc/motd", Source: "files/x/motd", Mode: 0o644, Owner: "root", Group: "root",
-				LayersDir: dir},
+				LayersDir: dir, SourceSHA256: "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"}, // sha256 of "hello\n"
 			{Path: "/usr/local/bin/x", Content: "#!/bin/sh\n", Mode: 0o755 | fs.ModeSetuid, Owner: "slurm", Group: "slurm"},
 		},
 		Services: Services{Enable: []string{"munge"}, Disable: []string{"kdump"}},
@@ -252,26 +252,42 @@ func TestSourceSymlinks(t *testing.T) {
 	}
 }
 
-// TestSourceSwappedForSymlink: a source replaced by a symlink out of the layers directory after
-// the layer loaded is refused where it is read again: its digest and its data.
-func TestSourceSwappedForSymlink(t *testing.T) {
-	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"files/motd": "hello\n", "l.toml": "name = \"l\"\n[[files]]\npath = \"/etc/motd\"\nsource = \"files/motd\"\n"})
-	l, err := LoadLayer(filepath.Join(dir, "l.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(dir, "files/motd")
-	if err := os.Remove(src); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/etc/hostname", src); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.digest(); err == nil {
-		t.Error("digest read a file out of the layers directory")
-	}
-	if data, err := l.Files[0].Data(); err == nil {
-		t.Errorf("data %q read out of the layers directory", data)
+// TestSourceChangedAfterLoad: a source replaced after its layer loaded (by a symlink out of the
+// layers directory, or by other bytes) is refused where the build reads it again, and the
+// layer's digest still covers the bytes loaded: the image is never keyed by other bytes than
+// it holds.
+func TestSourceChangedAfterLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, src string) error
+		want   string
+	}{
+		{"swapped for a symlink out", func(t *testing.T, src string) error {
+			if err := os.Remove(src); err != nil {
+				return err
+			}
+			return os.Symlink("/etc/hostname", src)
+		}, "path escapes from parent"},
+		{"edited", func(t *testing.T, src string) error {
+			return os.WriteFile(src, []byte("edited\n"), 0o644)
+		}, "changed while the build ran"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{"files/motd": "hello\n", "l.toml": "name = \"l\"\n[[files]]\npath = \"/etc/motd\"\nsource = \"files/motd\"\n"})
+			l, err := LoadLayer(filepath.Join(dir, "l.toml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.change(t, filepath.Join(dir, "files/motd")); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := l.digest(); err != nil || d != l.Digest {
+				t.Errorf("digest after the change = %s, %v; want the one at load, %s", d, err, l.Digest)
+			}
+			if data, err := l.Files[0].Data(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("data %q, %v; want an error containing %q", data, err, tc.want)
+			}
+		})
 	}
 }
