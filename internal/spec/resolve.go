@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +44,9 @@ func Resolve(img *Image, layersDir string, site *Site) (*Plan, error) {
 		p.Layers = append(p.Layers, rl)
 	}
 	if err := rs.checkSite(p, site); err != nil {
+		return nil, err
+	}
+	if err := checkRepoArch(p, site); err != nil {
 		return nil, err
 	}
 	p.Digest = p.digest(site)
@@ -232,6 +236,36 @@ func (rs *resolver) checkSite(p *Plan, site *Site) error {
 		}
 		return errorAt(site.path, site.paths, "repos."+id, "repos."+id,
 			"no layer in %s defines repo %q", rs.dir, id)
+	}
+	return nil
+}
+
+// checkRepoArch refuses a repo whose baseurl names another architecture than the image's (a
+// path segment such as x86_64 in an aarch64 image): dnf, told the image's architecture, would
+// find none of the layer's packages there and say only "No match for argument". The error
+// points at the baseurl that names it, the site's when the site overrides it.
+func checkRepoArch(p *Plan, site *Site) error {
+	for _, l := range p.Layers {
+		for i, r := range l.Repos {
+			u, err := url.Parse(r.BaseURL)
+			if err != nil {
+				continue // checked at load
+			}
+			other := slices.IndexFunc(strings.Split(u.Path, "/"), func(seg string) bool {
+				return seg != p.Image.Arch && slices.Contains(arches, seg)
+			})
+			if other < 0 {
+				continue
+			}
+			msg := "repo %q is for %s (its baseurl says so), but image %s is %s: give this image a layer, or a site mirror, for its own architecture"
+			args := []any{r.ID, strings.Split(u.Path, "/")[other], p.Image.Name, p.Image.Arch}
+			if o, ok := site.override(r.ID); ok && o.BaseURL != nil {
+				key := "repos." + r.ID + ".baseurl"
+				return errorAt(site.path, site.paths, key, key, msg, args...)
+			}
+			key := item("repos", i) + ".baseurl"
+			return errorAt(l.Path, l.paths, key, key, msg, args...)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -283,5 +284,49 @@ func TestResolveReposAndSite(t *testing.T) {
 	}
 	if !slices.EqualFunc(plain.Layers, p.Layers, func(a, b *Layer) bool { return a.Digest == b.Digest }) {
 		t.Error("the site's overrides change layer digests")
+	}
+}
+
+// TestRepoArch: a repo whose baseurl names another architecture than the image's is refused
+// where that baseurl is written, the layer's or the site mirror's; a mirror for the image's own
+// architecture makes the layer usable.
+func TestRepoArch(t *testing.T) {
+	const rocky = "[[repos]]\nid = \"baseos\"\nbaseurl = \"https://dl.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os/\"\n"
+	arm := strings.Replace(image("compute", "compute", "a"), "x86_64", "aarch64", 1)
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string // "" resolves
+	}{
+		{"the layer's own architecture", map[string]string{
+			"images/compute.toml": image("compute", "compute", "a"),
+			"layers/a.toml":       layer("a", rocky),
+		}, ""},
+		{"a layer for another architecture", map[string]string{
+			"images/compute.toml": arm,
+			"layers/a.toml":       layer("a", rocky),
+		}, `layers/a.toml:4: repos[0].baseurl: repo "baseos" is for x86_64 (its baseurl says so), but image compute is aarch64: give this image a layer, or a site mirror, for its own architecture`},
+		{"a site mirror for the image's architecture", map[string]string{
+			"images/compute.toml": arm,
+			"layers/a.toml":       layer("a", rocky),
+			"site.toml":           "[repos.baseos]\nbaseurl = \"file:///srv/mirror/rocky/9/BaseOS/aarch64/os/\"\n",
+		}, ""},
+		{"a site mirror for another architecture", map[string]string{
+			"images/compute.toml": arm,
+			"layers/a.toml":       layer("a", "[[repos]]\nid = \"baseos\"\nbaseurl = \"https://example.org/baseos/\"\n"),
+			"site.toml":           "[repos.baseos]\nbaseurl = \"file:///srv/mirror/x86_64/\"\n",
+		}, `site.toml:2: repos.baseos.baseurl: repo "baseos" is for x86_64 (its baseurl says so), but image compute is aarch64: give this image a layer, or a site mirror, for its own architecture`},
+		{"no architecture in the baseurl", map[string]string{
+			"images/compute.toml": arm,
+			"layers/a.toml":       layer("a", repoEPEL),
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := resolveIn(t, tt.files, "compute")
+			if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
+				t.Errorf("error\n got %v\nwant %s", err, tt.want)
+			}
+		})
 	}
 }

@@ -47,12 +47,18 @@ func readOverride(t table) RepoOverride {
 	return o
 }
 
+// override returns the override for repo id, if s has one.
+func (s *Site) override(id string) (RepoOverride, bool) {
+	if s == nil {
+		return RepoOverride{}, false
+	}
+	o, ok := s.Repos[id]
+	return o, ok
+}
+
 // apply returns repo with the override for its id, if any.
 func (s *Site) apply(repo Repo) Repo {
-	if s == nil {
-		return repo
-	}
-	o, ok := s.Repos[repo.ID]
+	o, ok := s.override(repo.ID)
 	if !ok {
 		return repo
 	}
