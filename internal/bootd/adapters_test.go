@@ -33,6 +33,7 @@ func daemonOn(t *testing.T, state string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = inv.Compact() }) // OFFERs' background writes end before state is removed
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,

@@ -188,9 +188,10 @@ func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, bind bool, log logrus.Fie
 }
 
 // request answers a REQUEST: ACK when the requested address is the client's lease, NAK otherwise.
-// A client we hold no lease for is NAKed too, also one rebooting with an address from elsewhere:
-// RFC 2131 4.3.2 has a server without its record stay silent, so that servers which do not share
-// their records can coexist; bootd is the one DHCP server of its segment (SECURITY.md), and its NAK
+// A PXE client we hold no lease for is NAKed too, also one rebooting with an address from
+// elsewhere; a client that is neither PXE nor a node gets no answer at all. RFC 2131 4.3.2 has a
+// server without the client's record stay silent, so that servers which do not share their
+// records can coexist; bootd is the one DHCP server of its segment (SECURITY.md), and its NAK
 // sends the client to DISCOVER at once instead of after its REQUEST's retries (ISC dhcpd's
 // "authoritative", dnsmasq's --dhcp-authoritative).
 func (h *Handler) request(req *dhcpv4.DHCPv4, log logrus.FieldLogger) *dhcpv4.DHCPv4 {

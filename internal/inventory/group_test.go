@@ -15,17 +15,21 @@ import (
 	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
-// swapWriteState replaces the state writer for one test.
-func swapWriteState(t *testing.T, w func(stateWrite) error) {
+// swapWriteState replaces the state writer for one test of s. The test's end waits for s's
+// background writes (OFFERs') before the writer is put back, so none reads it meanwhile.
+func swapWriteState(t *testing.T, s *Store, w func(stateWrite) error) {
 	t.Helper()
 	testhook.Set(t, &writeState, w)
+	t.Cleanup(s.offers.Wait)
 }
 
-// failingDisk makes every fdatasync fail for t (or until the returned function heals the disk).
-func failingDisk(t *testing.T) (heal func()) {
+// failingDisk makes every fdatasync of s fail for t (or until the returned function heals the
+// disk).
+func failingDisk(t *testing.T, s *Store) (heal func()) {
 	t.Helper()
 	healthy := datasync
 	testhook.Set(t, &datasync, func(*os.File) error { return errors.New("fdatasync: input/output error") })
+	t.Cleanup(s.offers.Wait)
 	return func() { datasync = healthy }
 }
 
@@ -37,7 +41,7 @@ func TestGroupCommitSharesWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inventory.json")
 	s := open(t, path)
 	var writes atomic.Int32
-	swapWriteState(t, func(w stateWrite) error {
+	swapWriteState(t, s, func(w stateWrite) error {
 		writes.Add(1)
 		time.Sleep(20 * time.Millisecond) // a slow fsync
 		return performWrite(w)
@@ -88,7 +92,7 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 	disk := errors.New("disk full")
 	var fail atomic.Bool
 	fail.Store(true)
-	swapWriteState(t, func(w stateWrite) error {
+	swapWriteState(t, s, func(w stateWrite) error {
 		if fail.Load() {
 			return disk
 		}
@@ -127,7 +131,7 @@ func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 	}
 	release := make(chan struct{})
 	var inFlight atomic.Int32
-	swapWriteState(t, func(w stateWrite) error {
+	swapWriteState(t, s, func(w stateWrite) error {
 		if inFlight.Add(1) != 1 {
 			t.Error("two writes at once")
 		}
@@ -189,7 +193,7 @@ func TestOfferThenRequestWaitsForTheWrite(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "inventory.json")
 			s := open(t, path)
 			gate := make(chan struct{})
-			swapWriteState(t, func(w stateWrite) error {
+			swapWriteState(t, s, func(w stateWrite) error {
 				<-gate
 				if tc.write != nil {
 					return tc.write
@@ -245,7 +249,7 @@ func TestLateUndoSparesTheNewAllocation(t *testing.T) {
 	s := open(t, path)
 	gate := make(chan struct{})
 	var writes atomic.Int32
-	swapWriteState(t, func(w stateWrite) error {
+	swapWriteState(t, s, func(w stateWrite) error {
 		switch writes.Add(1) {
 		case 1:
 			return errors.New("disk full")
@@ -281,6 +285,27 @@ func TestLateUndoSparesTheNewAllocation(t *testing.T) {
 	}
 }
 
+// A REQUEST renewing a lease that is on disk, whose renewal must be written (the last write is
+// half a lease old) and cannot be: the REQUEST gets the error (no ACK) and the lease stays, as
+// it is on disk.
+func TestRenewalWriteFails(t *testing.T) {
+	s, c := newStore(t)
+	const mac = "52:54:00:00:00:01"
+	l, err := dora(s, mac, testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.offers.Wait()
+	c.t = c.t.Add(testPool.LeaseTime / 2)
+	failingDisk(t, s)
+	if got, err := s.BindLease(mac, testPool); err == nil {
+		t.Fatalf("REQUEST while the renewal cannot be written = %v, want an error", got)
+	}
+	if got, err := s.LeaseOf(mac); err != nil || got.Address != l.Address {
+		t.Fatalf("lease after the failed renewal = %v, %v; want %s kept", got, err, l.Address)
+	}
+}
+
 // Every boot script and hello sets a node's state to the one it has: that moves only its
 // last-seen time and does not wait for another request's write to end.
 func TestSetStateUnchangedDoesNotWaitForWrites(t *testing.T) {
@@ -294,7 +319,7 @@ func TestSetStateUnchangedDoesNotWaitForWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	inFlight, release := make(chan struct{}), make(chan struct{})
-	swapWriteState(t, func(w stateWrite) error {
+	swapWriteState(t, s, func(w stateWrite) error {
 		close(inFlight)
 		<-release // a disk that takes its time
 		return performWrite(w)
@@ -344,7 +369,7 @@ func TestLastSeenWrittenWhenStale(t *testing.T) {
 				t.Fatal(err)
 			}
 			writes := 0
-			swapWriteState(t, func(w stateWrite) error { writes++; return performWrite(w) })
+			swapWriteState(t, s, func(w stateWrite) error { writes++; return performWrite(w) })
 			for _, step := range []struct {
 				after  time.Duration
 				writes int
@@ -374,7 +399,7 @@ func TestBindLeaseReportsAFailedWrite(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "inventory.json"))
 	var failing atomic.Bool
 	failing.Store(true)
-	swapWriteState(t, func(w stateWrite) error {
+	swapWriteState(t, s, func(w stateWrite) error {
 		if failing.Load() {
 			return errors.New("disk full")
 		}

@@ -100,7 +100,7 @@ func TestJournalAppendsUntilFullOrFailed(t *testing.T) {
 	s, _ := newStore(t)
 	var kinds []string
 	tear := false
-	swapWriteState(t, func(w stateWrite) error {
+	swapWriteState(t, s, func(w stateWrite) error {
 		kind := map[bool]string{true: "replace", false: "append"}[w.replace]
 		if tear {
 			tear = false
@@ -118,7 +118,14 @@ func TestJournalAppendsUntilFullOrFailed(t *testing.T) {
 	})
 	lease := func(i int, wantErr bool) {
 		t.Helper()
-		if _, err := dora(s, fmt.Sprintf("52:54:00:00:00:%02x", i), testPool); (err != nil) != wantErr {
+		mac := fmt.Sprintf("52:54:00:00:00:%02x", i)
+		// The OFFER's write is the one write of the lease: the REQUEST starts after it ended, or
+		// after its failure was undone, and so writes nothing of its own.
+		if _, _, _, err := s.OfferLease(mac, testPool, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.offers.Wait()
+		if _, err := s.BindLease(mac, testPool); (err != nil) != wantErr {
 			t.Fatalf("lease %d: err = %v, want an error: %v", i, err, wantErr)
 		}
 	}
@@ -154,7 +161,7 @@ func TestFailedWriteThroughStaysUndone(t *testing.T) {
 	if _, err := s.Assign(req("c1", macA)); err != nil {
 		t.Fatal(err)
 	}
-	heal := failingDisk(t)
+	heal := failingDisk(t, s)
 	if _, err := s.Assign(req("c2", macB)); err == nil {
 		t.Fatal("Assign succeeded with a failing disk")
 	}
@@ -211,7 +218,7 @@ func TestJournalThatCannotBeEmptied(t *testing.T) {
 	if _, err := dora(s, macA, testPool); err != nil { // one line in the journal
 		t.Fatal(err)
 	}
-	heal := failingDisk(t)
+	heal := failingDisk(t, s)
 	if err := s.Compact(); err != nil {
 		t.Fatalf("Compact with a journal that cannot be emptied = %v, want the file written", err)
 	}
@@ -255,7 +262,7 @@ func TestWriteThroughsRollBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, _ := s.Snapshot()
-			heal := failingDisk(t)
+			heal := failingDisk(t, s)
 			err := tc.change(s)
 			heal()
 			if err == nil {

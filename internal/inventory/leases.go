@@ -80,7 +80,7 @@ func (s *Store) BindLease(mac string, pool Pool) (Lease, error) {
 	}
 	if !s.LeasedTo(l.Address, mac) { // taken back: its allocation was never written
 		if err == nil {
-			err = fmt.Errorf("%s: its allocation was taken back: %w", mac, ErrNoLease)
+			err = fmt.Errorf("%s: its lease was taken back meanwhile: %w", mac, ErrNoLease)
 		}
 		return Lease{}, err
 	}
@@ -119,10 +119,18 @@ func (s *Store) leaseIndex(mac string) int {
 }
 
 // commitAllocation writes new lease l (generation g), and removes it again when the write fails.
+// Once it is written, l's MAC is forgotten (leaseGen): a MAC that only ever DISCOVERs (a flood of
+// made-up ones) leaves nothing behind but its lease, which allocation prunes.
 func (s *Store) commitAllocation(l Lease, g uint64) {
 	if err := s.commit(g); err != nil {
 		s.undoAllocation(l, g)
+		return
 	}
+	s.mu.Lock()
+	if s.leaseGen[l.MAC] == g {
+		delete(s.leaseGen, l.MAC)
+	}
+	s.mu.Unlock()
 }
 
 // undoAllocation removes lease l (generation g) after its write failed, unless a later write
@@ -246,6 +254,7 @@ func (s *Store) prunedFor(mac string, addr netip.Addr, now time.Time) []Lease {
 		gone := !l.Expires.After(now) || (l.MAC == mac && !l.Declined) || (l.Address == addr && !l.Declined)
 		if gone && l.MAC != mac {
 			delete(s.offered, l.MAC)
+			delete(s.leaseGen, l.MAC)
 		}
 		return gone
 	})

@@ -193,6 +193,27 @@ func TestOfferHold(t *testing.T) {
 	}
 }
 
+// A flood of DISCOVERs from made-up MACs, each offered once and never again, leaves no state
+// behind per MAC beyond the leases the pool holds: OFFERs lapse and are pruned, and a written
+// allocation's generation is forgotten.
+func TestOfferFloodLeavesNoState(t *testing.T) {
+	s, now, pool := offerStore(t)
+	for i := range 500 {
+		s.offers.Wait() // the clock is the test's: it moves while no write reads it
+		*now = now.Add(time.Second)
+		if _, _, _, err := s.OfferLease(fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256), pool, nil); err != nil && !errors.Is(err, ErrPoolExhausted) {
+			t.Fatal(err)
+		}
+	}
+	s.offers.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.data.Leases) > 2 || len(s.offered) > 2 || len(s.leaseGen) != 0 {
+		t.Fatalf("after 500 one-off DISCOVERs on a pool of 2: %d leases, %d offers, %d generations remembered; want at most 2, 2 and none",
+			len(s.data.Leases), len(s.offered), len(s.leaseGen))
+	}
+}
+
 // TestLapsedOfferIsFreeEverywhere: once an offer lapses, its address is free to every question
 // the inventory answers, not just to allocation: AddressHolder reports nobody, and a squatter
 // found there is held back (HoldFreeAddress).

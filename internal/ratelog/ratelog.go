@@ -46,8 +46,9 @@ func New(every time.Duration) *Limiter {
 // Log writes msg at level when it is the first with msg in the interval, and otherwise at debug
 // level, so nothing is lost where debug logging is on. The next entry let through says how many
 // were held back ("suppressed") and the interval ("at_most_every"). Since a flood may stop and no
-// such entry come, the end of an interval with held-back entries also says it, in a line like the
-// last held-back one: otherwise the count would never reach a log at level.
+// such entry come, the end of an interval with held-back entries also says it: the last one held
+// back goes out at level, counting them all, itself included ("held_back"). Otherwise the count
+// would never reach a log at level.
 func (l *Limiter) Log(log logrus.FieldLogger, level logrus.Level, msg string) {
 	if ok, n := l.allow(msg, log, level); ok {
 		l.write(log, level, msg, n)
@@ -98,7 +99,9 @@ func (l *Limiter) summarize(msg string, last time.Time) {
 	log, level, n := w.log, w.level, w.suppressed
 	*w = window{last: l.now()}
 	l.mu.Unlock()
-	l.write(log, level, msg, n)
+	// held_back, not suppressed: this line is one of the n (the last, its fields), where a line
+	// let through stands for itself and its suppressed count of others.
+	log.WithFields(logrus.Fields{"held_back": n, "at_most_every": l.every.String()}).Log(level, msg)
 }
 
 // write logs msg at level, with the count of held-back entries if there were any.

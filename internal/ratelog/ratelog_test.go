@@ -146,7 +146,7 @@ func TestHeldBackCountIsReported(t *testing.T) {
 			{0, "a", "c1"}, {time.Second, "a", "c2"}, {2 * time.Second, "a", "c3"}, {10 * time.Second, "", ""},
 		}, []string{
 			"level=warning msg=a client=c1",
-			"level=warning msg=a at_most_every=10s client=c3 suppressed=2",
+			"level=warning msg=a at_most_every=10s client=c3 held_back=2",
 		}},
 		{"nothing held back, nothing to count", []step{
 			{0, "a", "c1"}, {10 * time.Second, "", ""}, {30 * time.Second, "", ""},
@@ -166,8 +166,8 @@ func TestHeldBackCountIsReported(t *testing.T) {
 			{30 * time.Second, "a", "c5"}, {40 * time.Second, "", ""},
 		}, []string{
 			"level=warning msg=a client=c1",
-			"level=warning msg=a at_most_every=10s client=c2 suppressed=1",
-			"level=warning msg=a at_most_every=10s client=c4 suppressed=2",
+			"level=warning msg=a at_most_every=10s client=c2 held_back=1",
+			"level=warning msg=a at_most_every=10s client=c4 held_back=2",
 			"level=warning msg=a client=c5",
 		}},
 		{"messages are counted apart", []step{
@@ -175,7 +175,7 @@ func TestHeldBackCountIsReported(t *testing.T) {
 		}, []string{
 			"level=warning msg=a client=c1",
 			"level=warning msg=b client=c2",
-			"level=warning msg=a at_most_every=10s client=c3 suppressed=1",
+			"level=warning msg=a at_most_every=10s client=c3 held_back=1",
 		}},
 	}
 	for _, tc := range tests {
@@ -254,6 +254,8 @@ func TestEveryHeldBackLineIsCountedOnce(t *testing.T) {
 			if e.Level == logrus.DebugLevel {
 				debug++
 			} else if n, ok := e.Data["suppressed"].(int); ok {
+				counted += n
+			} else if n, ok := e.Data["held_back"].(int); ok {
 				counted += n
 			}
 		}
