@@ -39,16 +39,9 @@ var errNotFound = errors.New("file not found")
 // Server serves the Allowed files from one directory. bootd's process keeps it to check the
 // directory once and for UEFI HTTP boot (Open); the TFTP socket itself is served by a Worker.
 type Server struct {
-	root      string
-	files     []string // the Allowed files root holds, found by New
-	log       logrus.FieldLogger
-	transfers *slots
-	// remote rate-limits the lines any client can trigger at will (refusals, failed transfers).
-	remote *ratelog.Limiter
-}
-
-func newServer(root string, files []string, log logrus.FieldLogger) *Server {
-	return &Server{root: root, files: files, log: log, transfers: newSlots(), remote: ratelog.New(ratelog.Every)}
+	root  string
+	files []string // the Allowed files root holds, found by New
+	log   logrus.FieldLogger
 }
 
 // New returns a Server for root, the iPXE directory. It fails if root holds
@@ -59,7 +52,7 @@ func New(root string, log logrus.FieldLogger) (*Server, error) {
 		return nil, err
 	}
 	log.WithFields(logrus.Fields{"dir": root, "files": strings.Join(found, ",")}).Info("tftp files available")
-	return newServer(root, found, log), nil
+	return &Server{root: root, files: found, log: log}, nil
 }
 
 // servable lists the Allowed files root holds, warning about any present but refused.
@@ -87,7 +80,8 @@ func servable(root string, log logrus.FieldLogger) ([]string, error) {
 // serveConn serves conn until ctx is done, then waits for running transfers to end and returns
 // nil. It closes conn.
 func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn) error {
-	ts := tftp.NewServer(s.read, nil) // nil write handler: read-only
+	sv := newService(s)
+	ts := tftp.NewServer(sv.read, nil) // nil write handler: read-only
 	ts.SetTimeout(timeout)
 	ts.SetRetries(retries)
 	ts.SetBlockSize(maxBlockSize)
@@ -98,7 +92,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn) error {
 	ts.SetHook(hook{s.log})
 
 	done := make(chan error, 1)
-	go func() { done <- ts.Serve(plainConn{conn, s.full}) }()
+	go func() { done <- ts.Serve(plainConn{conn, sv.full}) }()
 	select {
 	case <-ctx.Done():
 		ts.Shutdown() // waits for running transfers
@@ -139,30 +133,50 @@ func (c plainConn) ReadFrom(p []byte) (int, net.Addr, error) {
 // isReadRequest reports whether a packet is a TFTP read request (RRQ, opcode 1).
 func isReadRequest(p []byte) bool { return len(p) >= 2 && p[0] == 0 && p[1] == 1 }
 
+// service is one socket being served: the Server's files, and the bounds and the log limit of
+// the transfers it runs. (bootd's own Server, kept for Open, serves no socket.)
+type service struct {
+	*Server
+	transfers *slots
+	bounds    *logrus.Entry // the log, with the bounds: the lines of a request past them
+	// remote rate-limits the lines any client can trigger at will (refusals, failed transfers).
+	remote *ratelog.Limiter
+}
+
+func newService(s *Server) *service {
+	t := newSlots()
+	return &service{Server: s, transfers: t, remote: ratelog.New(ratelog.Every),
+		bounds: s.log.WithFields(logrus.Fields{"max_transfers": t.maxTotal, "max_per_client": t.maxPer})}
+}
+
 // full reports whether a read request from client would pass a transfer bound, and logs it then.
-func (s *Server) full(client net.Addr) bool {
+func (s *service) full(client net.Addr) bool {
 	ua, ok := client.(*net.UDPAddr)
 	if !ok {
 		return false
 	}
-	ap := unmapped(ua)
+	ap := unmapped(*ua)
 	if !s.transfers.full(ap.Addr()) {
 		return false
 	}
-	s.remote.Log(s.log.WithFields(logrus.Fields{"client": ap.String(), "max_transfers": s.transfers.maxTotal, "max_per_client": s.transfers.maxPer}),
-		logrus.WarnLevel, "tftp request dropped: too many transfers at once (the client asks again)")
+	s.remote.Log(s.bounds.WithField("client", ap.String()), logrus.WarnLevel,
+		"tftp request dropped: too many transfers at once (the client asks again)")
 	return true
 }
 
 // read is pin/tftp's read handler: one call per RRQ.
-func (s *Server) read(path string, rf io.ReaderFrom) error {
+func (s *service) read(path string, rf io.ReaderFrom) error {
 	start := time.Now()
-	client := clientAddr(rf)
+	ot, ok := rf.(tftp.OutgoingTransfer)
+	if !ok { // pin/tftp's sender always is one
+		return fmt.Errorf("tftp: pin/tftp handed %T, not an outgoing transfer", rf)
+	}
+	client := unmapped(ot.RemoteAddr())
 	log := s.log.WithField("client", client.String())
 	if !s.transfers.take(client.Addr()) {
 		// Only a request that got past plainConn's check in a race with another: rare.
-		s.remote.Log(log.WithFields(logrus.Fields{"max_transfers": s.transfers.maxTotal, "max_per_client": s.transfers.maxPer}),
-			logrus.WarnLevel, "tftp request refused: too many transfers at once")
+		s.remote.Log(s.bounds.WithField("client", client.String()), logrus.WarnLevel,
+			"tftp request refused: too many transfers at once")
 		return errBusy
 	}
 	defer s.transfers.release(client.Addr())
@@ -179,15 +193,13 @@ func (s *Server) read(path string, rf io.ReaderFrom) error {
 	defer f.Close()
 	// Answer the tsize option with the real size: UEFI firmware probes it
 	// before downloading. Setting it explicitly avoids relying on Seek.
-	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
-		ot.SetSize(size)
-	}
+	ot.SetSize(size)
 	n, err := rf.ReadFrom(deadlineReader{f, start.Add(maxTransferTime)})
 	s.logTransfer(log.WithField("file", name), n, time.Since(start), err)
 	return err
 }
 
-func (s *Server) logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
+func (s *service) logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
 	log = log.WithFields(logrus.Fields{"bytes": n, "duration": d.Round(time.Millisecond).String()}) // a string: it crosses the worker's JSON log intact
 	switch {
 	case err == nil:
@@ -208,19 +220,9 @@ func isTSizeProbe(err error) bool {
 	return strings.HasPrefix(err.Error(), "sending block 0: code=8,")
 }
 
-// clientAddr is the transfer's client, or the zero AddrPort when pin/tftp does not say (then
-// all such transfers share one per-client bound).
-func clientAddr(rf io.ReaderFrom) netip.AddrPort {
-	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
-		a := ot.RemoteAddr()
-		return unmapped(&a)
-	}
-	return netip.AddrPort{}
-}
-
 // unmapped is a's address and port, an IPv4 address as 1.2.3.4 however net stored it: the key
 // of the per-client bound, the same for a request and its transfer.
-func unmapped(a *net.UDPAddr) netip.AddrPort {
+func unmapped(a net.UDPAddr) netip.AddrPort {
 	ap := a.AddrPort()
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }

@@ -312,11 +312,18 @@ func TestServeStopsOnCancel(t *testing.T) {
 // rrq sends a raw read request with options and returns the socket.
 func rrq(t *testing.T, addr, file string, opts ...string) *net.UDPConn {
 	t.Helper()
+	return rrqFrom(t, "127.0.0.1", addr, file, opts...)
+}
+
+// rrqFrom is rrq from a fresh socket on the loopback address from (all of 127/8 is local), as
+// another client would send it.
+func rrqFrom(t *testing.T, from, addr, file string, opts ...string) *net.UDPConn {
+	t.Helper()
 	server, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(from)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,26 +9,9 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-)
 
-// rrqFrom sends a read request for file from a fresh socket on the loopback address from (all of
-// 127/8 is local), as another client would.
-func rrqFrom(t *testing.T, from, addr, file string) *net.UDPConn {
-	t.Helper()
-	server, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(from)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if _, err := conn.WriteToUDP(append([]byte{0, 1}, file+"\x00octet\x00"...), server); err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
+	"github.com/labcluster/gpucluster/internal/testhook"
+)
 
 // silent reports whether the server sends conn nothing for a while: a dropped request.
 func silent(t *testing.T, conn *net.UDPConn) bool {
@@ -133,7 +116,10 @@ func TestTransferSlotsComeBack(t *testing.T) {
 	for range 20 {
 		flood = append(flood, rrqFrom(t, "127.0.0.1", addr, "ipxe.efi"))
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The last request sent waits long enough for an answer to any of them.
+	if !silent(t, flood[len(flood)-1]) {
+		t.Fatal("a second transfer at once was answered, want it dropped")
+	}
 	for _, c := range flood {
 		if _, _, _, _, ok := tryAnswer(t, c, time.Millisecond); ok {
 			t.Fatal("a second transfer at once was answered, want it dropped")
@@ -189,7 +175,7 @@ func TestSlowTransferIsCut(t *testing.T) {
 
 // setBounds sets the transfer bounds for one test; servers started after take them.
 func setBounds(t *testing.T, total, perClient int, d time.Duration) {
-	oldTotal, oldPer, oldTime := maxTransfers, maxPerClient, maxTransferTime
-	maxTransfers, maxPerClient, maxTransferTime = total, perClient, d
-	t.Cleanup(func() { maxTransfers, maxPerClient, maxTransferTime = oldTotal, oldPer, oldTime })
+	testhook.Set(t, &maxTransfers, total)
+	testhook.Set(t, &maxPerClient, perClient)
+	testhook.Set(t, &maxTransferTime, d)
 }
