@@ -47,66 +47,38 @@ type canonFile struct {
 	SourceSHA256          string
 }
 
-// digest hashes l's canonical form, reading its source files.
-func (l *Layer) digest() (string, error) {
+// digest hashes l's canonical form; its source files count by their hashes taken at load.
+func (l *Layer) digest() string {
 	c := canonLayer{Format: "spec.layer/1", Name: l.Name, Description: l.Description,
 		Requires: sorted(l.Requires), Packages: sorted(l.Packages), KernelArgs: l.KernelArgs,
 		Repos: l.Repos, Modules: sorted(l.Modules.Enable), Groups: l.Groups, Users: l.Users,
-		Services: canonServices(l.Services), Run: l.Run}
-	var err error
-	if c.Files, err = canonFiles(l.Files); err != nil {
-		return "", err
-	}
+		Services: canonServices(l.Services), Run: l.Run, Files: canonFiles(l.Files)}
 	for _, role := range sorted(keys(l.Roles)) {
 		if c.Roles == nil {
 			c.Roles = map[string]canonRole{}
 		}
-		if c.Roles[role], err = canonRoleParts(l.Roles[role]); err != nil {
-			return "", err
-		}
+		c.Roles[role] = canonRoleParts(l.Roles[role])
 	}
-	return hashJSON(c), nil
+	return hashJSON(c)
 }
 
-func canonRoleParts(p RoleParts) (canonRole, error) {
-	files, err := canonFiles(p.Files)
+func canonRoleParts(p RoleParts) canonRole {
 	return canonRole{Packages: sorted(p.Packages), Services: canonServices(p.Services),
-		Files: files, Run: p.Run, KernelArgs: p.KernelArgs}, err
+		Files: canonFiles(p.Files), Run: p.Run, KernelArgs: p.KernelArgs}
 }
 
 func canonServices(s Services) Services {
 	return Services{Enable: sorted(s.Enable), Disable: sorted(s.Disable)}
 }
 
-func canonFiles(files []File) ([]canonFile, error) {
+// canonFiles is files as the digest sees them: a source by the hash taken when it loaded.
+func canonFiles(files []File) []canonFile {
 	out := make([]canonFile, 0, len(files))
 	for _, f := range files {
-		c := canonFile{Path: f.Path, Source: f.Source, Content: f.Content, Mode: uint32(f.Mode),
-			Owner: f.Owner, Group: f.Group}
-		if c.SourceSHA256 = f.SourceSHA256; f.Source != "" && c.SourceSHA256 == "" {
-			sum, err := f.sourceSHA256()
-			if err != nil {
-				return nil, err
-			}
-			c.SourceSHA256 = sum
-		}
-		out = append(out, c)
+		out = append(out, canonFile{Path: f.Path, Source: f.Source, SourceSHA256: f.SourceSHA256,
+			Content: f.Content, Mode: uint32(f.Mode), Owner: f.Owner, Group: f.Group})
 	}
-	return out, nil
-}
-
-// sourceSHA256 hashes the source as builds read it: through openSource.
-func (f File) sourceSHA256() (string, error) {
-	in, err := f.openSource()
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
-	sum, _, err := sha256hex.Of(in)
-	if err != nil {
-		return "", fmt.Errorf("hash %s: %w", f.Source, err)
-	}
-	return sum, nil
+	return out
 }
 
 // hashJSON hashes v's JSON encoding, which is canonical for the types

@@ -98,16 +98,34 @@ func findSource(r *reader, dir, path string, f *File) {
 		return
 	}
 	f.LayersDir = abs
-	switch fi, err := f.statSource(); {
-	case err != nil:
+	if f.SourceSHA256, err = hashSource(abs, f.Source); err != nil {
 		r.fail(path+".source", "%s", sourceMessage(f.Source, err))
-	case !fi.Mode().IsRegular():
-		r.fail(path+".source", "%s is not a regular file", f.Source)
-	default:
-		if f.SourceSHA256, err = f.sourceSHA256(); err != nil {
-			r.fail(path+".source", "%s", sourceMessage(f.Source, err))
-		}
 	}
+}
+
+// hashSource hashes the regular file source, read through an os.Root on the layers directory as
+// builds read it (File.Data). It is stat'ed first: a FIFO or a device is refused, not opened.
+func hashSource(layersDir, source string) (string, error) {
+	root, err := os.OpenRoot(layersDir)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	if fi, err := root.Stat(source); err != nil {
+		return "", err
+	} else if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", source)
+	}
+	in, err := root.Open(source)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	sum, _, err := sha256hex.Of(in)
+	if err != nil {
+		return "", fmt.Errorf("hash %s: %w", source, err)
+	}
+	return sum, nil
 }
 
 // sourceMessage says why a source cannot be read. Other than a missing file that is, in
@@ -123,15 +141,6 @@ func sourceMessage(source string, err error) string {
 	return err.Error()
 }
 
-func (f File) statSource() (fs.FileInfo, error) {
-	root, err := os.OpenRoot(f.LayersDir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	return root.Stat(f.Source)
-}
-
 // openSource opens Source through an os.Root on the layers directory, so that a symlink out of
 // it (files/conf -> /etc/shadow) cannot pull a host file into the image or its digest, even one
 // made after the layer was loaded.
@@ -145,8 +154,8 @@ func (f File) openSource() (*os.File, error) {
 }
 
 // Data is what the file holds: Content, or Source's bytes read through openSource. Source is read
-// again here, at build time, so Data checks it against SourceSHA256 (when known): bytes edited
-// since the layer was loaded would go into an image, and a cached layer, keyed by the old ones.
+// again here, at build time, so Data checks it against SourceSHA256, taken at load: bytes edited
+// since would go into an image, and a cached layer, keyed by the old ones.
 func (f File) Data() ([]byte, error) {
 	if f.Source == "" {
 		return []byte(f.Content), nil
@@ -160,7 +169,7 @@ func (f File) Data() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sum := sha256hex.OfBytes(data); f.SourceSHA256 != "" && sum != f.SourceSHA256 {
+	if sum := sha256hex.OfBytes(data); sum != f.SourceSHA256 {
 		return nil, fmt.Errorf("%s changed while the build ran (sha256 %s when its layer was loaded, %s now): build again", filepath.Join(f.LayersDir, f.Source), f.SourceSHA256, sum)
 	}
 	return data, nil

@@ -113,9 +113,7 @@ func LoadLayer(path string) (*Layer, error) {
 		return nil, err
 	}
 	l.Path, l.paths = path, r.paths
-	if l.Digest, err = l.digest(); err != nil {
-		return nil, err
-	}
+	l.Digest = l.digest()
 	return l, nil
 }
 

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
@@ -37,11 +36,7 @@ func Resolve(img *Image, layersDir string, site *Site) (*Plan, error) {
 	}
 	p := &Plan{Image: img}
 	for _, l := range order {
-		rl, err := l.withRole(img.Role, site)
-		if err != nil {
-			return nil, err
-		}
-		p.Layers = append(p.Layers, rl)
+		p.Layers = append(p.Layers, l.withRole(img.Role, site))
 	}
 	if err := rs.checkSite(p, site); err != nil {
 		return nil, err
@@ -201,7 +196,7 @@ func cycleError(layers []*Layer, done map[string]bool, listed []string) error {
 
 // withRole returns a copy of l with the parts of role merged in and the
 // site's overrides applied to its repos.
-func (l *Layer) withRole(role string, site *Site) (*Layer, error) {
+func (l *Layer) withRole(role string, site *Site) *Layer {
 	c := *l
 	p := l.Roles[role]
 	c.Packages = slices.Concat(l.Packages, p.Packages)
@@ -213,15 +208,12 @@ func (l *Layer) withRole(role string, site *Site) (*Layer, error) {
 	c.Roles = nil
 	// The digest leaves out site overrides: a mirror serves the same
 	// packages, and the lock pins them by sha256.
-	var err error
-	if c.Digest, err = c.digest(); err != nil {
-		return nil, fmt.Errorf("layer %s: %w", l.Name, err)
-	}
+	c.Digest = c.digest()
 	c.Repos = make([]Repo, len(l.Repos))
 	for i, r := range l.Repos {
 		c.Repos[i] = site.apply(r)
 	}
-	return &c, nil
+	return &c
 }
 
 // checkSite wants every repo the site overrides to exist: in the image,
