@@ -65,19 +65,20 @@ func clearLeftovers(cacheDir, outDir string, log logrus.FieldLogger) error {
 		if k.minAge > 0 {
 			paths = olderThan(paths, time.Now().Add(-k.minAge))
 		}
-		var freed rootfs.Freed
+		count, bytes := 0, int64(0)
 		for _, p := range paths {
-			f, err := cleanStale([]string{p})
-			freed.Count, freed.Bytes = freed.Count+f.Count, freed.Bytes+f.Bytes
+			n, err := cleanStale(p)
 			switch {
 			case err != nil && k.minAge == 0:
 				return err
 			case err != nil:
 				log.WithError(err).WithField("path", p).Warn("cannot remove what a killed build left; remove it by hand")
+			default:
+				count, bytes = count+1, bytes+n
 			}
 		}
-		if freed.Count > 0 {
-			log.WithFields(logrus.Fields{"what": k.what, "count": freed.Count, "bytes": freed.Bytes}).Info("removed what killed builds left")
+		if count > 0 {
+			log.WithFields(logrus.Fields{"what": k.what, "count": count, "bytes": bytes}).Info("removed what killed builds left")
 		}
 	}
 	return nil

@@ -65,14 +65,18 @@ func TestLockCacheClearsLeftovers(t *testing.T) {
 			}
 		})
 	}
-	logged := map[string]rootfs.Freed{}
+	type freed struct {
+		count int
+		bytes int64
+	}
+	logged := map[string]freed{}
 	for _, e := range hook.AllEntries() {
 		if e.Level == logrus.InfoLevel {
-			logged[e.Data["what"].(string)] = rootfs.Freed{Count: e.Data["count"].(int), Bytes: e.Data["bytes"].(int64)}
+			logged[e.Data["what"].(string)] = freed{e.Data["count"].(int), e.Data["bytes"].(int64)}
 		}
 	}
-	one := rootfs.Freed{Count: 1, Bytes: 5}
-	want := map[string]rootfs.Freed{"build scratch": one, "layer stages": one, "partial downloads": one, "unfinished cache records": one, "lock scratch": one, "unfinished versions": one}
+	one := freed{count: 1, bytes: 5}
+	want := map[string]freed{"build scratch": one, "layer stages": one, "partial downloads": one, "unfinished cache records": one, "lock scratch": one, "unfinished versions": one}
 	if !maps.Equal(logged, want) {
 		t.Errorf("logged %v, want %v", logged, want)
 	}
@@ -95,11 +99,11 @@ func TestClearLeftoversWarnsAndContinues(t *testing.T) {
 		}
 	}
 	denied := errors.New("operation not permitted")
-	testhook.Set(t, &cleanStale, func(paths []string) (rootfs.Freed, error) {
-		if paths[0] == stuck {
-			return rootfs.Freed{}, denied
+	testhook.Set(t, &cleanStale, func(path string) (int64, error) {
+		if path == stuck {
+			return 0, denied
 		}
-		return rootfs.CleanStale(paths)
+		return rootfs.CleanStale(path)
 	})
 	log, hook := logtest.NewNullLogger()
 	if err := clearLeftovers(cache, out, log); err != nil {

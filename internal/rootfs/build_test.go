@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -270,12 +271,15 @@ func TestCleanStaleUnmountsWhatAKilledBuildLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	freed, err := CleanStale(stages)
+	if len(stages) != 1 {
+		t.Fatalf("stages %v, want the one left", stages)
+	}
+	freed, err := CleanStale(stages[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if freed != (Freed{Count: 1, Bytes: 5}) {
-		t.Errorf("freed %+v, want 1 path of 5 bytes (the stage's file, not /proc's)", freed)
+	if freed != 5 {
+		t.Errorf("freed %d bytes, want 5 (the stage's file, not /proc's)", freed)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("left %v", entries)
@@ -285,5 +289,29 @@ func TestCleanStaleUnmountsWhatAKilledBuildLeft(t *testing.T) {
 		if strings.HasPrefix(p, dir) {
 			t.Fatalf("%s still mounted", p)
 		}
+	}
+}
+
+// TestRemoveAllGivesUpOnLastingErrors: removeAll tries again only while a directory is found not
+// empty (a dying build's last writes); an error that time does not cure (here a read-only file
+// system) returns at once, not after its 2 s of retries, on every build that meets it.
+func TestRemoveAllGivesUpOnLastingErrors(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "stale", "file"), "x")
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := removeAll(filepath.Join(dir, "stale"))
+	if !errors.Is(err, unix.EROFS) {
+		t.Fatalf("removeAll on a read-only file system = %v, want EROFS", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("removeAll took %s to give up on EROFS, want no retries", took)
 	}
 }

@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,40 +14,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Freed is what a cleanup removed: how many paths, and the apparent size of the files under them.
-type Freed struct {
-	Count int
-	Bytes int64
-}
-
 // Stages lists the layer scratch directories under cacheDir (as Builder.CacheDir): trees being
 // built or removed, or what a killed build or removal left.
 func Stages(cacheDir string) ([]string, error) {
 	return filepath.Glob(filepath.Join(cacheDir, "layers", stagePrefix+"*"))
 }
 
-// CleanStale removes what killed builds left (scratch directories and files), after unmounting
-// anything still mounted inside them (a build killed while a layer installed leaves its /proc and
-// /dev mounts), and returns what it removed. Callers make sure no live build owns them: they
-// hold the cache's lock, or the paths are too old to be anyone's.
-func CleanStale(paths []string) (Freed, error) {
-	var freed Freed
-	for _, s := range paths {
-		if err := unmountUnder(s); err != nil {
-			return freed, err
-		}
-		size := sizeOf(s) // after the unmounts: /proc is not the build's
-		if err := removeAll(s); err != nil {
-			return freed, fmt.Errorf("remove stale %s: %w", s, err)
-		}
-		freed.Count++
-		freed.Bytes += size
+// CleanStale removes what a killed build left at path (a scratch directory or file), after
+// unmounting anything still mounted inside it (a build killed while a layer installed leaves its
+// /proc and /dev mounts), and returns the apparent size of the files it removed. Callers make
+// sure no live build owns it: they hold the cache's lock, or it is too old to be anyone's.
+func CleanStale(path string) (bytes int64, err error) {
+	if err := unmountUnder(path); err != nil {
+		return 0, err
 	}
-	return freed, nil
+	size := sizeOf(path) // after the unmounts: /proc is not the build's
+	if err := removeAll(path); err != nil {
+		return 0, fmt.Errorf("remove stale %s: %w", path, err)
+	}
+	return size, nil
 }
 
 // sizeOf is the apparent size of the regular files at or under path, for the log: what cannot be
-// read counts as nothing.
+// read counts as nothing. It walks the tree once more than the removal does; that is on the rare
+// path of a killed build, and tells the admin what the cleanup gave back.
 func sizeOf(path string) int64 {
 	var n int64
 	_ = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
@@ -61,14 +52,15 @@ func sizeOf(path string) int64 {
 	return n
 }
 
-// removeAll removes dir, trying again for a moment when files appear while it does: the killed
-// build's children die with it (Pdeathsig), but a grandchild (an rpm scriptlet) may still be
-// finishing a write.
+// removeAll removes dir, trying again for a moment when files appear while it does (a directory
+// found not empty): the killed build's children die with it (Pdeathsig), but a grandchild (an rpm
+// scriptlet) may still be finishing a write. Other errors (permission, a read-only file system)
+// do not pass with time, and return at once.
 func removeAll(dir string) error {
 	var err error
 	for range 20 {
-		if err = os.RemoveAll(dir); err == nil {
-			return nil
+		if err = os.RemoveAll(dir); err == nil || !errors.Is(err, unix.ENOTEMPTY) {
+			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
