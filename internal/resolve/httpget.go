@@ -14,23 +14,19 @@ import (
 
 // A mirror that accepts the connection and then sends nothing must fail the build, not hang it.
 // There is no deadline on a whole download (a CUDA package is GBs over a lab's slow link), but no
-// single wait may last longer than these. Variables so tests can shorten them.
-var (
-	connectTimeout = 30 * time.Second
-	tlsTimeout     = 30 * time.Second
-	// stallTimeout bounds the wait for the response headers and for each read of the body.
-	stallTimeout = 60 * time.Second
-)
+// single wait may last long: the default transport bounds the connect (30 s) and the TLS
+// handshake (10 s); stallTimeout bounds the wait for the response headers and for each read of
+// the body. A variable so tests can shorten it.
+var stallTimeout = 60 * time.Second
 
 // ErrStalled is a mirror that sent nothing for stallTimeout.
 var ErrStalled = errors.New("mirror stalled")
 
 // newHTTPClient is the client for every HTTP fetch imgbuild makes itself (dnf has its own
-// timeout and minrate). It keeps the default transport's proxy from the environment and HTTP/2.
+// timeout and minrate). It keeps the default transport's proxy from the environment, its connect
+// and TLS timeouts, and HTTP/2.
 func newHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext
-	t.TLSHandshakeTimeout = tlsTimeout
 	t.ResponseHeaderTimeout = stallTimeout
 	return &http.Client{Transport: t}
 }
