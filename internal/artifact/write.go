@@ -1,8 +1,6 @@
 package artifact
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -116,7 +114,7 @@ func checkWritable(m Manifest) error {
 	return m.Validate()
 }
 
-var emptySHA256 = hex.EncodeToString(sha256.New().Sum(nil))
+var emptySHA256 = sha256hex.OfBytes(nil)
 
 func refuseExisting(final string) error {
 	_, err := os.Lstat(final)

@@ -3,8 +3,6 @@ package resolve
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -16,14 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
 // oneLock locks one package, content, at Packages/a.rpm of the repo at baseURL.
 func oneLock(baseURL string, content []byte) *LockFile {
-	sum := sha256.Sum256(content)
 	p := Package{Name: "a", Version: "1.0", Release: "1.el9", Arch: "noarch", Repo: "baseos",
-		Location: "Packages/a.rpm", SHA256: hex.EncodeToString(sum[:])}
+		Location: "Packages/a.rpm", SHA256: sha256hex.OfBytes(content)}
 	return &LockFile{Repos: []LockRepo{{ID: "baseos", BaseURL: baseURL}}, Layers: []LockLayer{{Name: "base", Packages: []Package{p}}}}
 }
 

@@ -2,8 +2,6 @@ package resolve_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
+	"github.com/labcluster/gpucluster/internal/sha256hex"
 	"github.com/labcluster/gpucluster/internal/testrepo"
 )
 
@@ -60,12 +59,11 @@ func names(ps []resolve.Package) string {
 
 func fileHash(t *testing.T, p string) string {
 	t.Helper()
-	data, err := os.ReadFile(p)
+	sum, err := sha256hex.File(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
+	return sum
 }
 
 func lockFixture(t *testing.T, repo string) *resolve.LockFile {
