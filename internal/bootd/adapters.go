@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/dhcpd"
@@ -119,13 +121,11 @@ func (d *daemon) offerLease(mac string) (inventory.Lease, error) {
 		if squatter == nil {
 			return lease, nil
 		}
-		held, err := d.holdBack(squatter, lease.Address, func() (bool, error) {
-			return true, d.inv.HoldAddress(mac, lease.Address, d.cfg.Discovery.LeaseTime)
-		})
+		h, err := d.inv.HoldAddress(mac, lease.Address, squatter.String(), d.cfg.Discovery.LeaseTime)
 		if err != nil {
 			return inventory.Lease{}, err
 		}
-		if !held { // the squatter is over its share: its answer counts for nothing
+		if d.overShare(squatter, lease.Address, h) { // its answer counts for nothing
 			return lease, nil
 		}
 		d.logSquatter(lease.Address, squatter, mac)
@@ -144,45 +144,37 @@ func (d *daemon) logSquatter(a netip.Addr, squatter net.HardwareAddr, clientMAC 
 		a, squatter)
 }
 
-// Release ends mac's discovery lease on a. A decline holds a back on mac's account (holdBack), or
-// frees it when mac is over its share.
+// Release ends mac's discovery lease on a. A decline holds a back on mac's account, or frees it
+// when mac is over its share (inventory.MaxHoldsPerMAC).
 func (l leaser) Release(mac net.HardwareAddr, a netip.Addr, declined bool) {
-	d, lt := l.d, l.d.cfg.Discovery.LeaseTime
+	d := l.d
 	if n, err := d.inv.NodeByMAC(mac.String()); err == nil {
-		if declined && a == n.Address && d.holds.warnOnce(n.MAC) {
-			d.log.WithFields(map[string]any{"node": n.Name, "address": n.Address, "mac": n.MAC}).
-				Error("node declined its address: another host on the segment uses it; find and remove that host")
+		if declined && a == n.Address {
+			d.remote.Log(d.log.WithFields(logrus.Fields{"node": n.Name, "address": n.Address, "mac": n.MAC}), logrus.ErrorLevel,
+				"node declined its address: another host on the segment uses it; find and remove that host")
 		}
 		return
 	}
-	var err error
-	if declined {
-		var held bool
-		held, err = d.holdBack(mac, a, func() (bool, error) { return d.inv.ReleaseLease(mac.String(), a, true, true, lt) })
-		if held {
-			d.log.WithFields(map[string]any{"mac": mac.String(), "address": a}).Info("client declined its address (another host uses it): held back")
-		} else if err == nil { // over its share: free it
-			_, err = d.inv.ReleaseLease(mac.String(), a, true, false, lt)
-		}
-	} else {
-		_, err = d.inv.ReleaseLease(mac.String(), a, false, false, lt)
+	h, err := d.inv.ReleaseLease(mac.String(), a, declined, d.cfg.Discovery.LeaseTime)
+	if h == inventory.Held {
+		d.log.WithFields(logrus.Fields{"mac": mac.String(), "address": a}).Info("client declined its address (another host uses it): held back")
 	}
+	d.overShare(mac, a, h)
 	if err != nil && !errors.Is(err, inventory.ErrNotFound) {
 		d.log.WithError(err).WithField("mac", mac.String()).Error("release lease")
 	}
 }
 
-// holdBack holds pool address a back on who's account (a host found answering ARP at it, or the
-// client declining it) by running hold, which reports whether it did; unless who is over its
-// share (holdBudget), which is logged once per scoutFresh.
-func (d *daemon) holdBack(who net.HardwareAddr, a netip.Addr, hold func() (bool, error)) (held bool, err error) {
-	until := time.Now().Add(inventory.HoldTime(d.cfg.Discovery.LeaseTime))
-	within, held, err := d.holds.take(who, a, until, hold)
-	if !within && d.holds.warnOnce(who.String()) {
-		d.log.WithFields(map[string]any{"mac": who.String(), "address": a}).
-			Errorf("%s has %d discovery addresses held back on its account already (answering ARP at them, or declining them): proxy ARP on a router, or someone spoofing; no more are held for it (clients get such addresses, and decline them if they are really in use); find that device", who, maxHoldsPerMAC)
+// overShare reports whether a hold of a on who's account (a host found answering ARP at it, or
+// the client declining it) was refused because who is over its share, and logs that (rate-limited:
+// any host can make it happen at will).
+func (d *daemon) overShare(who net.HardwareAddr, a netip.Addr, h inventory.Hold) bool {
+	if h != inventory.OverShare {
+		return false
 	}
-	return held, err
+	d.remote.Log(d.log.WithFields(logrus.Fields{"mac": who.String(), "address": a, "held_back_already": inventory.MaxHoldsPerMAC}), logrus.ErrorLevel,
+		"a MAC has the most discovery addresses held back on its account already (answering ARP at them, or declining them): proxy ARP on a router, or someone spoofing; no more are held for it (clients get such addresses, and decline them if they are really in use); find that device")
+	return true
 }
 
 func (d *daemon) pool() inventory.Pool {

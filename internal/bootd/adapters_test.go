@@ -17,6 +17,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/ratelog"
 	"github.com/labcluster/gpucluster/overlays"
 )
 
@@ -37,7 +38,7 @@ func daemonOn(t *testing.T, state string) *daemon {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
-		started: time.Now(), secrets: sec, templates: overlays.FS}
+		started: time.Now(), secrets: sec, templates: overlays.FS, remote: ratelog.New(ratelog.Every)}
 }
 
 func hw(s string) net.HardwareAddr {

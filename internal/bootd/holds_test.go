@@ -4,88 +4,16 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/labcluster/gpucluster/internal/inventory"
 )
 
-// A MAC gets at most maxHoldsPerMAC holds that have not ended, whatever window passes: an ended
-// hold gives its share back, and the same address again costs nothing.
-func TestHoldBudget(t *testing.T) {
-	mac := hw("52:54:00:77:77:77")
-	later, past := time.Now().Add(time.Hour), time.Now().Add(-time.Second)
-	a := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 80, 0, byte(200 + i)}) }
-	tests := []struct {
-		name  string
-		holds []time.Time // the ends of the holds made before, at a(0), a(1), ...
-		at    netip.Addr
-		want  bool
-	}{
-		{"first", nil, a(0), true},
-		{"within the share", []time.Time{later, later}, a(2), true},
-		{"over the share", []time.Time{later, later, later}, a(3), false},
-		{"an ended hold gives its share back", []time.Time{later, past, later}, a(3), true},
-		{"the same address again", []time.Time{later, later, later}, a(1), true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var b holdBudget
-			for i, end := range tc.holds {
-				if within, held, _ := b.take(mac, a(i), end, func() (bool, error) { return true, nil }); !within || !held {
-					t.Fatalf("setup hold %d refused", i)
-				}
-			}
-			ran := false
-			within, _, _ := b.take(mac, tc.at, later, func() (bool, error) { ran = true; return true, nil })
-			if within != tc.want || ran != tc.want {
-				t.Errorf("within %v (hold ran %v), want %v", within, ran, tc.want)
-			}
-			if other, _, _ := b.take(hw("52:54:00:00:00:09"), tc.at, later, func() (bool, error) { return true, nil }); !other {
-				t.Error("another MAC was refused: shares are per MAC")
-			}
-		})
-	}
-}
-
-// Concurrent takes (a boot storm's probes, the scout) cannot all pass the check while the holds
-// they make wait for their durable writes; a hold that is not made gives its share back.
-func TestHoldBudgetConcurrent(t *testing.T) {
-	var b holdBudget
-	mac, later := hw("52:54:00:77:77:77"), time.Now().Add(time.Hour)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	held := 0
-	for i := range 20 {
-		wg.Go(func() {
-			a := netip.AddrFrom4([4]byte{10, 80, 0, byte(200 + i)})
-			_, ok, _ := b.take(mac, a, later, func() (bool, error) {
-				time.Sleep(20 * time.Millisecond) // the hold's fsync
-				return i%2 == 0, nil              // every other one finds the address taken meanwhile
-			})
-			if ok {
-				mu.Lock()
-				held++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if held > maxHoldsPerMAC {
-		t.Errorf("%d holds made at once for one MAC, want at most %d", held, maxHoldsPerMAC)
-	}
-	b.mu.Lock()
-	n := len(b.byMAC[mac.String()])
-	b.mu.Unlock()
-	if n != held {
-		t.Errorf("%d holds on the MAC's account, %d made: a hold not made kept its share", n, held)
-	}
-}
-
 // A node declining its address (another host uses it) is logged as an error, at most once per
-// scoutFresh, from the first decline after start on.
+// ratelog.Every, from the first decline after start on.
 func TestNodeDeclineLogged(t *testing.T) {
 	d := testDaemon(t)
 	log, hook := test.NewNullLogger()
@@ -102,7 +30,7 @@ func TestNodeDeclineLogged(t *testing.T) {
 }
 
 // One host answering ARP for the whole pool, or declining every address it gets, holds back at
-// most maxHoldsPerMAC addresses, is named in one error, and clients keep getting addresses:
+// most inventory.MaxHoldsPerMAC addresses, is named in one error, and clients keep getting addresses:
 // through the leaser's own probe, the scout's re-probe of an offer, and DECLINEs.
 func TestOneMACCannotEmptyThePool(t *testing.T) {
 	spoofer := hw("52:54:00:77:77:77")
@@ -141,7 +69,7 @@ func TestOneMACCannotEmptyThePool(t *testing.T) {
 			for i := range 20 {
 				// The REQUEST waits for its OFFER's re-probe; a client NAKed because the re-probe
 				// took its address back asks again, as DHCP clients do.
-				for range maxHoldsPerMAC + 1 {
+				for range inventory.MaxHoldsPerMAC + 1 {
 					if _, ok, err := dora(d, hw(fmt.Sprintf("52:54:00:00:01:%02x", i)), true); ok && err == nil {
 						got++
 						break
@@ -180,8 +108,8 @@ func TestOneMACCannotEmptyThePool(t *testing.T) {
 					n++
 				}
 			}
-			if n != maxHoldsPerMAC {
-				t.Errorf("%d addresses held back, want %d", n, maxHoldsPerMAC)
+			if n != inventory.MaxHoldsPerMAC {
+				t.Errorf("%d addresses held back, want %d", n, inventory.MaxHoldsPerMAC)
 			}
 			if named := namedIn(hook, logrus.ErrorLevel, "mac", spoofer.String()); named != 1 {
 				t.Errorf("%d errors name the spoofer as over its share, want 1", named)

@@ -25,6 +25,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/neigh"
+	"github.com/labcluster/gpucluster/internal/ratelog"
 	"github.com/labcluster/gpucluster/internal/secrets"
 	"github.com/labcluster/gpucluster/internal/tftpd"
 	"github.com/labcluster/gpucluster/overlays"
@@ -49,8 +50,9 @@ type daemon struct {
 	leasing macLocks
 	// scout probes free discovery addresses ahead of time (nil: every new address waits for its probe).
 	scout *scout
-	// holds bounds the pool addresses held back on one MAC's account.
-	holds holdBudget
+	// remote rate-limits the errors a host on the segment can cause at will (a MAC over its
+	// share of held-back addresses, a node declining its address).
+	remote *ratelog.Limiter
 	// identity orders moving a name to another machine (assign, unassign: write-locked; unassign
 	// forgets the host keys, a replace leaves them to the next render) against acting on a node's
 	// identity (its overlay, its hardware report: read-locked from identify to the end), so a
@@ -120,7 +122,7 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	}
 	d := &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
 		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS,
-		probe: arpprobe.New(cfg.Interface)}
+		probe: arpprobe.New(cfg.Interface), remote: ratelog.New(ratelog.Every)}
 	d.scout = newScout(d)
 	return d, nil
 }

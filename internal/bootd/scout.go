@@ -231,7 +231,7 @@ func (s *scout) seen(a netip.Addr, mac net.HardwareAddr) {
 }
 
 // squatter handles a host found at a free pool address: no more vouch, held back (within the
-// MAC's share, holdBudget), logged. A machine answering at the address its own (expired) lease
+// MAC's share, inventory.MaxHoldsPerMAC), logged. A machine answering at the address its own (expired) lease
 // names is no squatter.
 func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
 	if s.d.inv.LeasedTo(a, mac.String()) {
@@ -241,13 +241,14 @@ func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
 	delete(s.clean, a)
 	s.mu.Unlock()
 	// Held only if still free: a client that got a meanwhile (and answers at it) is no squatter.
-	held, err := s.d.holdBack(mac, a, func() (bool, error) { return s.d.inv.HoldFreeAddress(a, s.d.cfg.Discovery.LeaseTime) })
+	h, err := s.d.inv.HoldFreeAddress(a, mac.String(), s.d.cfg.Discovery.LeaseTime)
 	if err != nil {
 		s.d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
 	}
-	if held {
+	if h == inventory.Held {
 		s.d.logSquatter(a, mac, "")
 	}
+	s.d.overShare(mac, a, h)
 }
 
 // confirmLater re-probes a, just offered to mac, while the OFFER is on its way. A host found
@@ -274,15 +275,14 @@ func (s *scout) confirmLater(mac string, a netip.Addr) {
 		if squatter == nil || squatter.String() == mac {
 			return
 		}
-		held, err := s.d.holdBack(squatter, a, func() (bool, error) {
-			return true, s.d.inv.HoldAddress(mac, a, s.d.cfg.Discovery.LeaseTime)
-		})
+		h, err := s.d.inv.HoldAddress(mac, a, squatter.String(), s.d.cfg.Discovery.LeaseTime)
 		if err != nil {
 			s.d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
 		}
-		if held {
+		if h == inventory.Held {
 			s.d.logSquatter(a, squatter, mac)
 		}
+		s.d.overShare(squatter, a, h)
 	}()
 }
 

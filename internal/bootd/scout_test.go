@@ -225,7 +225,7 @@ func TestScoutConcurrentLeasesDistinct(t *testing.T) {
 	}
 }
 
-// A router doing proxy ARP (one MAC answering for every address) gets at most maxHoldsPerMAC
+// A router doing proxy ARP (one MAC answering for every address) gets at most inventory.MaxHoldsPerMAC
 // addresses held back and one error naming it, not the whole pool; and a machine answering at the
 // address its own expired lease names is no squatter.
 func TestScoutClaims(t *testing.T) {
@@ -248,8 +248,8 @@ func TestScoutClaims(t *testing.T) {
 			named++
 		}
 	}
-	if n != maxHoldsPerMAC || named != 1 {
-		t.Fatalf("proxy ARP for 50 addresses: %d held back, %d errors naming it; want %d and 1", n, named, maxHoldsPerMAC)
+	if n != inventory.MaxHoldsPerMAC || named != 1 {
+		t.Fatalf("proxy ARP for 50 addresses: %d held back, %d errors naming it; want %d and 1", n, named, inventory.MaxHoldsPerMAC)
 	}
 
 	d2, hook2 := scoutDaemon(t, &fakeProber{taken: map[netip.Addr]net.HardwareAddr{}})

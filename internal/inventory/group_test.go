@@ -105,7 +105,7 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 		t.Fatalf("failed allocation still in memory: %+v", ls)
 	}
 	held := netip.MustParseAddr("10.80.0.10")
-	if err := s.HoldAddress("", held, time.Minute); !errors.Is(err, disk) {
+	if _, err := s.HoldAddress("", held, "", time.Minute); !errors.Is(err, disk) {
 		t.Fatalf("HoldAddress = %v, want the write's error", err)
 	}
 	// The hold stays in memory: the next allocation skips the address.

@@ -15,10 +15,6 @@ var ErrPoolExhausted = errors.New("discovery pool exhausted")
 // ErrNoLease is what BindLease returns for a MAC that holds no discovery lease.
 var ErrNoLease = errors.New("no discovery lease")
 
-// declineHold keeps an address that a client found in use out of the pool for a while, in
-// multiples of the lease time, so one misbehaving host does not make the pool spin.
-const declineHold = 10
-
 // OfferLease returns mac's discovery lease for a DHCP OFFER, renewing it, or allocates one: the
 // lowest free address of the pool for which prefer returns true (preferred; e.g. one an ARP probe
 // found free moments ago), and only when there is none the lowest free address. prefer (nil: none)
@@ -272,69 +268,6 @@ func (s *Store) live(l Lease, now time.Time) bool {
 // Contains reports whether a lies in the pool.
 func (p Pool) Contains(a netip.Addr) bool {
 	return a.Compare(p.Start) >= 0 && a.Compare(p.End) <= 0
-}
-
-// ReleaseLease ends mac's discovery lease on addr (the address the RELEASE or DECLINE names). A
-// lease on another address, or an OFFER never REQUESTed, is left alone: the message is stale or
-// forged (chaddr alone is easy to forge), and a DECLINE is only meaningful after an ACK (RFC
-// 2131 4.4.1). When declined and hold, the client reported the address in use by another host:
-// the address is held back from the pool for HoldTime instead of being freed; held reports that.
-// Group-committed: on a failed write the change stays in memory (see Store).
-func (s *Store) ReleaseLease(mac string, addr netip.Addr, declined, hold bool, leaseTime time.Duration) (held bool, err error) {
-	s.mu.Lock()
-	i := s.leaseIndex(mac)
-	_, unbound := s.offered[mac]
-	if i < 0 || s.data.Leases[i].Address != addr || (declined && unbound) {
-		s.mu.Unlock()
-		return false, fmt.Errorf("lease of %s on %s: %w", mac, addr, ErrNotFound)
-	}
-	s.data.Leases = slices.Clone(s.data.Leases)
-	delete(s.offered, mac)
-	held = declined && hold
-	if held {
-		s.data.Leases[i] = Lease{Address: addr, Declined: true, Expires: s.now().Add(HoldTime(leaseTime))}
-	} else {
-		s.data.Leases = slices.Delete(s.data.Leases, i, i+1)
-	}
-	g := s.bump()
-	s.mu.Unlock()
-	return held, s.commit(g)
-}
-
-// HoldTime is how long an address declined or found in use stays out of the pool.
-func HoldTime(leaseTime time.Duration) time.Duration { return declineHold * leaseTime }
-
-// HoldAddress takes addr out of the pool as if a client had declined it: another host on the
-// segment answers at it (an ARP probe found it). mac's lease on addr, if it has one, becomes the
-// hold, so that machine gets another address at its next request.
-// Group-committed: on a failed write the hold stays in memory (see Store).
-func (s *Store) HoldAddress(mac string, addr netip.Addr, leaseTime time.Duration) error {
-	s.mu.Lock()
-	g := s.hold(mac, addr, leaseTime)
-	s.mu.Unlock()
-	return s.commit(g)
-}
-
-// HoldFreeAddress is HoldAddress for an address found in use while nobody had it: it holds addr
-// only if it is still free now (no unexpired lease, no node), and reports whether it did.
-func (s *Store) HoldFreeAddress(addr netip.Addr, leaseTime time.Duration) (bool, error) {
-	s.mu.Lock()
-	if _, used := s.holder(addr); used {
-		s.mu.Unlock()
-		return false, nil
-	}
-	g := s.hold("", addr, leaseTime)
-	s.mu.Unlock()
-	return true, s.commit(g)
-}
-
-func (s *Store) hold(mac string, addr netip.Addr, leaseTime time.Duration) uint64 {
-	s.data.Leases = slices.DeleteFunc(slices.Clone(s.data.Leases), func(l Lease) bool {
-		return l.Address == addr && (l.Declined || l.MAC == mac)
-	})
-	delete(s.offered, mac)
-	s.data.Leases = append(s.data.Leases, Lease{Address: addr, Declined: true, Expires: s.now().Add(HoldTime(leaseTime))})
-	return s.bump()
 }
 
 // Leases returns a copy of the discovery leases.

@@ -18,7 +18,6 @@ func TestDiscoveryLease(t *testing.T) {
 		advance time.Duration
 		release bool
 		decline bool
-		noHold  bool   // a decline the caller allows no hold for
 		offer   bool   // a DISCOVER's lease (not bound) instead of a REQUEST's
 		bind    bool   // BindLease instead (want "none": ErrNoLease)
 		at      string // the address a release or decline names
@@ -35,7 +34,6 @@ func TestDiscoveryLease(t *testing.T) {
 		{"exhausted", []step{{mac: macA, want: "10.80.0.200"}, {mac: macB, want: "10.80.0.201"}, {mac: macC, want: "10.80.0.202"}, {mac: "52:54:00:00:00:0d", want: "exhausted"}}},
 		{"release frees", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, release: true, at: "10.80.0.200"}, {mac: macB, want: "10.80.0.200"}}},
 		{"decline holds the address back", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true, at: "10.80.0.200"}, {mac: macA, want: "10.80.0.201"}, {mac: macB, advance: 5 * time.Minute, want: "10.80.0.201"}}},
-		{"decline without a hold frees", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true, noHold: true, at: "10.80.0.200"}, {mac: macB, want: "10.80.0.200"}}},
 		{"release naming another address is ignored", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, release: true, at: "10.80.0.201", want: "ignored"}, {mac: macB, want: "10.80.0.201"}}},
 		{"decline naming another address is ignored", []step{{mac: macA, want: "10.80.0.200"}, {mac: macA, decline: true, at: "10.80.0.202", want: "ignored"}, {mac: macB, want: "10.80.0.201"}, {mac: macC, want: "10.80.0.202"}}},
 		{"decline of an offer never requested is ignored", []step{{mac: macA, offer: true, want: "10.80.0.200"}, {mac: macA, decline: true, at: "10.80.0.200", want: "ignored"}, {mac: macA, want: "10.80.0.200"}}},
@@ -52,15 +50,15 @@ func TestDiscoveryLease(t *testing.T) {
 			for i, st := range tt.steps {
 				c.t = c.t.Add(st.advance)
 				if st.release || st.decline {
-					held, err := s.ReleaseLease(st.mac, netip.MustParseAddr(st.at), st.decline, !st.noHold, pool.LeaseTime)
+					h, err := s.ReleaseLease(st.mac, netip.MustParseAddr(st.at), st.decline, pool.LeaseTime)
 					got := ""
 					if errors.Is(err, ErrNotFound) {
 						got = "ignored"
 					} else if err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}
-					if got != st.want || held != (got == "" && st.decline && !st.noHold) {
-						t.Fatalf("step %d (%s %s): %q, held %v; want %q", i, st.mac, st.at, got, held, st.want)
+					if got != st.want || (h == Held) != (got == "" && st.decline) {
+						t.Fatalf("step %d (%s %s): %q, hold %v; want %q", i, st.mac, st.at, got, h, st.want)
 					}
 					continue
 				}
@@ -244,8 +242,8 @@ func TestLapsedOfferIsFreeEverywhere(t *testing.T) {
 			}
 		})
 	}
-	held, err := s.HoldFreeAddress(l.Address, pool.LeaseTime)
-	if err != nil || !held {
+	held, err := s.HoldFreeAddress(l.Address, "", pool.LeaseTime)
+	if err != nil || held != Held {
 		t.Fatalf("HoldFreeAddress on a lapsed offer's address = %v, %v; want it held", held, err)
 	}
 	if free := s.FreeAddresses(pool, -1); slices.Contains(free, l.Address) {

@@ -77,8 +77,12 @@ type Lease struct {
 	MAC     string     `json:"mac"`
 	Address netip.Addr `json:"address"`
 	Expires time.Time  `json:"expires"`
-	// Declined marks an address a client reported in use (DHCPDECLINE): kept out of the pool until Expires.
+	// Declined marks an address held back, kept out of the pool until Expires: a client reported
+	// it in use (DHCPDECLINE), or a host was found answering ARP at it. MAC is then "".
 	Declined bool `json:"declined,omitempty"`
+	// HeldFor is the MAC on whose account a Declined address is held (the host found at it, or
+	// the client that declined it): at most MaxHoldsPerMAC at once. "" in files of older bootds.
+	HeldFor string `json:"held_for,omitempty"`
 }
 
 // Pool is the discovery address range, inclusive.
