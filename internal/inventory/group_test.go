@@ -114,7 +114,7 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 	if err != nil || l.Address.String() != "10.80.0.11" {
 		t.Fatalf("lease = %v %v, want 10.80.0.11 (10.80.0.10 held)", l.Address, err)
 	}
-	d := onDisk(t, path)
+	d := open(t, path)
 	if ls := d.Leases(); len(ls) != 2 || !ls[0].Declined || ls[0].Address != held {
 		t.Fatalf("on disk: %+v, want the hold of 10.80.0.10 and the lease", ls)
 	}
@@ -169,7 +169,7 @@ func TestRenewalWaitsForPendingAllocation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := onDisk(t, path)
+	d := open(t, path)
 	if _, err := d.LeaseOf(mac); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestOfferThenRequestWaitsForTheWrite(t *testing.T) {
 			if r.err != nil || r.l.Address != offer.Address {
 				t.Fatalf("REQUEST = %v, %v; want the offered %s", r.l, r.err, offer.Address)
 			}
-			if got, err := onDisk(t, path).LeaseOf(mac); err != nil || got.Address != r.l.Address {
+			if got, err := open(t, path).LeaseOf(mac); err != nil || got.Address != r.l.Address {
 				t.Fatalf("on disk: %v %v; the REQUEST was ACKed %s", got, err, r.l.Address)
 			}
 		})
@@ -386,7 +386,7 @@ func TestLastSeenWrittenWhenStale(t *testing.T) {
 					t.Errorf("%v later: %d writes, want %d", step.after, writes, step.writes)
 				}
 			}
-			if n, err := onDisk(t, s.Path()).NodeByMAC(macA); err != nil || !n.LastSeen.Equal(c.t) {
+			if n, err := open(t, s.Path()).NodeByMAC(macA); err != nil || !n.LastSeen.Equal(c.t) {
 				t.Errorf("on disk: node %+v (%v), want last seen %s", n, err, c.t)
 			}
 		})

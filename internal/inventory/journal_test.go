@@ -147,7 +147,7 @@ func TestJournalAppendsUntilFullOrFailed(t *testing.T) {
 	if strings.Join(kinds, ", ") != strings.Join(want, ", ") {
 		t.Fatalf("writes: %v\nwant:   %v", kinds, want)
 	}
-	d := onDisk(t, s.path)
+	d := open(t, s.path)
 	if ls := d.Leases(); len(ls) != 6 {
 		t.Fatalf("leases on disk = %d, want 6 (the failed allocation undone)", len(ls))
 	}
@@ -165,7 +165,7 @@ func TestFailedWriteThroughStaysUndone(t *testing.T) {
 	if _, err := s.Assign(req("c2", macB)); err == nil {
 		t.Fatal("Assign succeeded with a failing disk")
 	}
-	d := onDisk(t, s.path)
+	d := open(t, s.path)
 	if nodes, _ := d.Snapshot(); len(nodes) != 1 || nodes[0].Name != "c1" {
 		t.Fatalf("nodes on disk = %+v, want c1 only (c2's assign failed)", nodes)
 	}
@@ -175,7 +175,7 @@ func TestFailedWriteThroughStaysUndone(t *testing.T) {
 	if _, err := s.Assign(req("c2", macB)); err != nil {
 		t.Fatal(err)
 	}
-	if nodes, _ := onDisk(t, s.path).Snapshot(); len(nodes) != 2 {
+	if nodes, _ := open(t, s.path).Snapshot(); len(nodes) != 2 {
 		t.Fatalf("nodes on disk after the disk recovered = %+v, want c1 and c2", nodes)
 	}
 }
@@ -204,7 +204,7 @@ func TestCompactFoldsTheJournal(t *testing.T) {
 	if after, _ := os.ReadFile(s.path); string(after) != string(before) {
 		t.Error("a second Compact rewrote the file")
 	}
-	d := onDisk(t, s.path)
+	d := open(t, s.path)
 	if ls := d.Leases(); len(ls) != 3 {
 		t.Fatalf("leases in the file = %d, want 3", len(ls))
 	}
@@ -225,7 +225,7 @@ func TestJournalThatCannotBeEmptied(t *testing.T) {
 	if _, err := dora(s, macB, testPool); err != nil {
 		t.Fatalf("a write after it = %v, want a replacement of the file (an append cannot sync)", err)
 	}
-	d := onDisk(t, s.path)
+	d := open(t, s.path)
 	if ls := d.Leases(); len(ls) != 2 {
 		t.Fatalf("leases on disk = %+v, want both", ls)
 	}
@@ -269,7 +269,7 @@ func TestWriteThroughsRollBack(t *testing.T) {
 				t.Fatal("the change succeeded with a failing disk")
 			}
 			after, _ := s.Snapshot()
-			d := onDisk(t, s.path)
+			d := open(t, s.path)
 			onDisk, _ := d.Snapshot()
 			if !reflect.DeepEqual(after, before) || len(onDisk) != 1 || onDisk[0].Name != "c1" || onDisk[0].State != before[0].State || onDisk[0].Hardware != nil {
 				t.Errorf("nodes after the failed %s: in memory %+v, on disk %+v; want both %+v", tc.name, after, onDisk, before)

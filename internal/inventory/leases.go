@@ -32,7 +32,12 @@ var ErrNoLease = errors.New("no discovery lease")
 func (s *Store) OfferLease(mac string, pool Pool, prefer func(netip.Addr) bool) (l Lease, fresh, preferred bool, err error) {
 	s.mu.Lock()
 	if i := s.ownLease(mac, pool); i >= 0 {
-		return s.reoffer(i, pool), false, false, nil
+		l, g := s.reoffer(i, pool)
+		s.mu.Unlock()
+		if g != 0 {
+			s.offers.Go(func() { _ = s.commit(g) }) // the BindLease that follows waits for it
+		}
+		return l, false, false, nil
 	}
 	now := s.now()
 	addr, preferred, err := s.freeAddress(pool, now, prefer)
@@ -93,20 +98,15 @@ func (s *Store) ownLease(mac string, pool Pool) int {
 	return -1
 }
 
-// reoffer renews lease i for an OFFER, writing in the background like an allocation. It is
-// called with s.mu held, and releases it.
-func (s *Store) reoffer(i int, pool Pool) Lease {
+// reoffer renews lease i for an OFFER and returns the generation to write, in the background
+// like an allocation. Callers hold s.mu.
+func (s *Store) reoffer(i int, pool Pool) (Lease, uint64) {
 	now := s.now()
 	mac := s.data.Leases[i].MAC
 	if _, offer := s.offered[mac]; offer {
 		s.offered[mac] = now.Add(pool.offerHold()) // a client whose OFFERs get lost keeps its offer while it asks
 	}
-	l, g := s.renew(i, now.Add(pool.LeaseTime), pool.LeaseTime)
-	s.mu.Unlock()
-	if g != 0 {
-		s.offers.Go(func() { _ = s.commit(g) }) // the BindLease that follows waits for it
-	}
-	return l
+	return s.renew(i, now.Add(pool.LeaseTime), pool.LeaseTime)
 }
 
 // leaseIndex returns the index of mac's discovery lease, expired or not, or -1. Callers hold s.mu.

@@ -23,8 +23,9 @@ func newStore(t *testing.T) (*Store, *clock) {
 	return s, c
 }
 
-// open opens the inventory at path for one test, which ends only once the store's background
-// writes (OFFERs') are done: none then writes into a directory the test is removing.
+// open opens the inventory at path afresh, as a restarted bootd loads it, for one test, which ends
+// only once the store's background writes (OFFERs') are done: none then writes into a directory
+// the test is removing.
 func open(t *testing.T, path string) *Store {
 	t.Helper()
 	s, err := Open(path)
@@ -33,12 +34,6 @@ func open(t *testing.T, path string) *Store {
 	}
 	t.Cleanup(s.offers.Wait)
 	return s
-}
-
-// onDisk opens the inventory at path afresh: what a restarted bootd would load.
-func onDisk(t *testing.T, path string) *Store {
-	t.Helper()
-	return open(t, path)
 }
 
 func see(t *testing.T, s *Store, macs ...string) {
@@ -128,8 +123,7 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 	if _, err := dora(s, macB, pool); err != nil {
 		t.Fatal(err)
 	}
-	r := open(t, s.Path())
-	r.now = c.now // the same moment: what is compared is what was saved, not how old it is
+	r := reopen(t, s, c) // the same moment: what is compared is what was saved, not how old it is
 	nodes, waiting := r.Snapshot()
 	if len(nodes) != 1 || nodes[0].Name != "c4" || nodes[0].State != StateUp || nodes[0].Facts.Serial != "S-"+macA {
 		t.Errorf("nodes after reopen = %+v", nodes)
