@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,7 +100,7 @@ func TestServePaths(t *testing.T) {
 }
 
 // TestServeLogFormat: --log-format, then the config file's log_format, then $BOOTD_LOG_FORMAT
-// (dist/bootd.service's json), then text.
+// (dist/bootd.service's json), then text; a bad one is refused, naming where it came from.
 func TestServeLogFormat(t *testing.T) {
 	dir := t.TempDir()
 	text := filepath.Join(dir, "text.toml")
@@ -109,15 +111,23 @@ func TestServeLogFormat(t *testing.T) {
 		name string
 		args []string
 		env  string
-		want string
+		want string // or the error
 	}{
 		{"default", nil, "", "text"},
 		{"the unit's default", nil, "json", "json"},
 		{"the config file wins over the unit", []string{"--config", text}, "json", "text"},
 		{"the flag wins over both", []string{"--config", text, "--log-format", "json"}, "text", "json"},
+		{"a bad flag", []string{"--log-format", "xml"}, "", `usage: --log-format "xml": want text or json`},
+		{"a bad environment", nil, "JSON", `usage: $BOOTD_LOG_FORMAT "JSON": want text or json`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o, err := parseServe(tt.args, func(k string) string { return map[string]string{logFormatEnv: tt.env}[k] })
+			if strings.HasPrefix(tt.want, "usage") {
+				if err == nil || err.Error() != tt.want || !errors.Is(err, errUsage) {
+					t.Errorf("error %v, want %s", err, tt.want)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

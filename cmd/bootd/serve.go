@@ -36,10 +36,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(o.cfg.LogFormat, o.debug)
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.logFormatFrom, err)
-	}
+	log := newLogger(o.cfg.LogFormat, o.debug)
 	for _, r := range o.resolved {
 		log.WithFields(logrus.Fields{"flag": "--" + r.flag, "given": r.given, "path": r.path}).Info("relative path on the command line: taken from the directory bootd was started in")
 	}
@@ -51,10 +48,9 @@ func runServe(args []string) error {
 
 // serveOptions is what serve's command line and environment decide.
 type serveOptions struct {
-	cfg           config.Config
-	debug         bool
-	logFormatFrom string         // what chose cfg.LogFormat, for an error about it
-	resolved      []resolvedPath // relative path flags made absolute, to log
+	cfg      config.Config
+	debug    bool
+	resolved []resolvedPath // relative path flags made absolute, to log
 }
 
 // parseServe reads serve's flags over the config file they name; getenv is os.Getenv.
@@ -88,9 +84,10 @@ func parseServe(args []string, getenv func(string) string) (serveOptions, error)
 	override(&cfg.StateDir, *stateDir)
 	override(&cfg.ImagesDir, *images)
 	override(&cfg.IPXEDir, *ipxeDir)
-	var from string
-	cfg.LogFormat, from = pickLogFormat(cfg, *logFormat, getenv(logFormatEnv))
-	return serveOptions{cfg: cfg, debug: *debug, logFormatFrom: from, resolved: resolved}, nil
+	if cfg.LogFormat, err = pickLogFormat(cfg, *logFormat, getenv(logFormatEnv)); err != nil {
+		return serveOptions{}, err
+	}
+	return serveOptions{cfg: cfg, debug: *debug, resolved: resolved}, nil
 }
 
 // pathFlag is a flag naming a file or directory.
@@ -128,18 +125,22 @@ func absPaths(flags []pathFlag) ([]resolvedPath, error) {
 // the unit (which once passed --log-format json and so overrode the file).
 const logFormatEnv = "BOOTD_LOG_FORMAT"
 
-// pickLogFormat returns the log format and what chose it: --log-format, else the config file's
-// log_format, else $BOOTD_LOG_FORMAT, else the default (text).
-func pickLogFormat(cfg config.Config, flagValue, env string) (format, from string) {
+// pickLogFormat returns the log format: --log-format, else the config file's log_format (which
+// config checks), else $BOOTD_LOG_FORMAT, else the default (text). A bad one is named by where it
+// came from.
+func pickLogFormat(cfg config.Config, flagValue, env string) (string, error) {
+	format, from := cfg.LogFormat, ""
 	switch {
 	case flagValue != "":
-		return flagValue, "--log-format"
+		format, from = flagValue, "--log-format"
 	case cfg.FromFile("log_format"):
-		return cfg.LogFormat, "log_format"
 	case env != "":
-		return env, logFormatEnv
+		format, from = env, "$"+logFormatEnv
 	}
-	return cfg.LogFormat, "log_format"
+	if format != "text" && format != "json" {
+		return "", fmt.Errorf("%w: %s %q: want text or json", errUsage, from, format)
+	}
+	return format, nil
 }
 
 func loadConfig(path string) (config.Config, error) {
@@ -155,21 +156,18 @@ func override(dst *string, flagValue string) {
 	}
 }
 
-func newLogger(format string, debug bool) (*logrus.Logger, error) {
+// newLogger logs to stderr in format, json or text (pickLogFormat checked it).
+func newLogger(format string, debug bool) *logrus.Logger {
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
-	switch format {
-	case "", "text":
-		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	case "json":
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	if format == "json" {
 		log.SetFormatter(&logrus.JSONFormatter{})
-	default:
-		return nil, fmt.Errorf("log format %q: want text or json", format)
 	}
 	if debug {
 		log.SetLevel(logrus.DebugLevel)
 	}
-	return log, nil
+	return log
 }
 
 // usageErr turns a flag parsing error (already printed by the flag package) into errUsage,
