@@ -99,7 +99,12 @@ func handler(c Controller) http.Handler {
 		if !decode(w, r, &req) {
 			return
 		}
-		respond(w)(c.Unassign(req.Name))
+		n, err := c.Unassign(req.Name)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		reply(w, http.StatusOK, n)
 	})
 	return mux
 }
@@ -112,16 +117,6 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
-}
-
-func respond(w http.ResponseWriter) func(inventory.Node, error) {
-	return func(n inventory.Node, err error) {
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		reply(w, http.StatusOK, n)
-	}
 }
 
 // fail answers a refused request with the status its error calls for.
