@@ -30,7 +30,6 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, 
 	}
 	unlock := l.d.leasing.lock(mac.String())
 	defer unlock()
-	lookupStarted(mac.String(), bind)
 	var lease inventory.Lease
 	var err error
 	if bind {
@@ -46,10 +45,6 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, 
 	}
 	return dhcpd.Lease{IP: lease.Address, Duration: l.d.cfg.Discovery.LeaseTime}, true, nil
 }
-
-// lookupStarted is called as a lookup of mac's lease starts, with the MAC's lock held (a hook
-// for tests).
-var lookupStarted = func(mac string, bind bool) {}
 
 // bindLease binds mac's discovery lease for a REQUEST, once the re-probe of its offered address
 // (if one is in flight) is done: when that found a squatter, the address is no longer mac's and

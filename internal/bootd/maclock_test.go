@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // One lookup per MAC at a time, different MACs at once, and no entry left once they are done.
@@ -34,4 +35,20 @@ func TestMACLocks(t *testing.T) {
 	if n := len(m.held); n != 0 {
 		t.Errorf("%d entries left after every lookup ended, want none", n)
 	}
+}
+
+// waitLocked waits until a lease lookup of mac holds its lock (one started in another goroutine).
+func waitLocked(t *testing.T, d *daemon, mac string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		d.leasing.mu.Lock()
+		l := d.leasing.held[mac]
+		d.leasing.mu.Unlock()
+		if l != nil && !l.TryLock() {
+			return
+		} else if l != nil {
+			l.Unlock()
+		}
+	}
+	t.Fatalf("no lookup of %s took its lock", mac)
 }

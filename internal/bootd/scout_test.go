@@ -291,19 +291,12 @@ func TestRequestAllocatesNothing(t *testing.T) {
 	if l := lease(t, d, mac, false); l.IP != addr200 {
 		t.Fatalf("offered %v, want 10.80.0.200 (vouched)", l.IP)
 	}
-	requesting := make(chan struct{})
-	var once sync.Once
-	testhook.Set(t, &lookupStarted, func(_ string, bind bool) {
-		if bind {
-			once.Do(func() { close(requesting) })
-		}
-	})
 	request := make(chan error, 1)
 	go func() {
 		_, _, err := (leaser{d}).Lease(hw(mac), true, true) // waits for the re-probe
 		request <- err
 	}()
-	<-requesting // the REQUEST's lookup is under way (50 ms of re-probe); a retransmitted DISCOVER waits for it
+	waitLocked(t, d, mac) // the REQUEST's lookup is under way (50 ms of re-probe); a retransmitted DISCOVER waits for it
 	if l := lease(t, d, mac, false); l.IP == addr200 || !l.IP.IsValid() {
 		t.Fatalf("DISCOVER after the REQUEST's lookup: offered %v, want another address than 10.80.0.200", l.IP)
 	}
