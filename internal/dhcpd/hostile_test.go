@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/sirupsen/logrus"
@@ -74,4 +76,62 @@ func TestLeaseErrorsAreRateLimited(t *testing.T) {
 	if warnings != 1 {
 		t.Fatalf("%d warnings for 1000 failed leases within %s, want 1", warnings, ratelog.Every)
 	}
+}
+
+// Lease errors held back when Serve stops are counted then, at their level: their window's timer
+// would come too late.
+func TestStopCountsHeldBackLeaseErrors(t *testing.T) {
+	log, hook := test.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	h := NewHandler(testOptions(), &fakeLeaser{err: errors.New("discovery pool exhausted")}, log)
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.Serve(ctx, "lo", port) }()
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const sent = 5
+	for i := range sent {
+		mac := net.HardwareAddr{2, 0, 0, 0, 0, byte(i)}
+		// Sent again until answered: the first ones may come before Serve listens.
+		req := packet(t, dhcpv4.MessageTypeDiscover, mac, pxeBIOS...).ToBytes()
+		for deadline := time.Now().Add(loopbackTimeout); lines(hook, "no lease for client") <= i; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("DISCOVER %d never reached the Leaser", i)
+			}
+			if _, err := conn.WriteTo(req, &net.UDPAddr{IP: loopback, Port: port}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	n := lines(hook, "no lease for client")
+	var counts []any
+	for _, e := range hook.AllEntries() {
+		if c, ok := e.Data["held_back"]; ok && e.Level == logrus.WarnLevel {
+			counts = append(counts, c)
+		}
+	}
+	if !slices.Equal(counts, []any{n - 1}) {
+		t.Errorf("held_back counts of %d lease errors after the stop: %v, want [%d]", n, counts, n-1)
+	}
+}
+
+// lines counts the entries with msg at any level, those held back at debug among them, and no
+// count.
+func lines(hook *test.Hook, msg string) int {
+	n := 0
+	for _, e := range hook.AllEntries() {
+		if _, counted := e.Data["held_back"]; e.Message == msg && !counted {
+			n++
+		}
+	}
+	return n
 }

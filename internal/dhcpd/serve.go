@@ -25,7 +25,8 @@ func (h *Handler) Serve(ctx context.Context, ifname string, port int) error {
 }
 
 // serveConn runs server4's read loop on conn until ctx is done or the loop fails, then waits for
-// the packets in flight (server4 answers each in a goroutine of its own, untracked).
+// the packets in flight (server4 answers each in a goroutine of its own, untracked), and writes
+// the counts of the lines its rate limit held back.
 func (h *Handler) serveConn(ctx context.Context, ifname string, conn net.PacketConn) error {
 	srv, err := server4.NewServer(ifname, nil, h.handle,
 		server4.WithConn(conn), server4.WithLogger(serverLogger{h.log}))
@@ -33,6 +34,7 @@ func (h *Handler) serveConn(ctx context.Context, ifname string, conn net.PacketC
 		conn.Close()
 		return fmt.Errorf("start dhcp server on %s: %w", ifname, err)
 	}
+	defer h.remote.Flush() // after stopped is taken below: no packet logs through it any more
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
 	select {

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,12 @@ func startLoopback(t *testing.T, dir string) (addr string, cancel context.Cancel
 	t.Helper()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log)
+	return startServing(t, New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log))
+}
+
+// startServing is startLoopback for a Server of the test's making.
+func startServing(t *testing.T, s *Server) (addr string, cancel context.CancelFunc, served <-chan error) {
+	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -149,5 +155,31 @@ func TestRefusalsAreRateLimited(t *testing.T) {
 	want := map[string]int{"overlay refused": 1, "refused a machine script request": 1}
 	if !maps.Equal(warnings, want) {
 		t.Errorf("warnings for 50 refusals of each kind: %v, want %v", warnings, want)
+	}
+}
+
+// Refusals held back when the server stops are counted then, at their level: their window's
+// timer would come too late.
+func TestStopCountsHeldBackRefusals(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, t.TempDir()}, anyNodes{}, log)
+	addr, cancel, served := startServing(t, s)
+	for range 5 {
+		if resp, _ := get(t, "http://"+addr+"/api/v1/node/overlay"); resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("overlay: %s, want 403", resp.Status)
+		}
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	var counts []any
+	for _, e := range hook.AllEntries() {
+		if n, ok := e.Data["held_back"]; ok && e.Level == logrus.WarnLevel && e.Message == "overlay refused" {
+			counts = append(counts, n)
+		}
+	}
+	if !slices.Equal(counts, []any{4}) {
+		t.Errorf("held_back counts of 5 refusals after the stop: %v, want [4]", counts)
 	}
 }

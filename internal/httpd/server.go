@@ -126,10 +126,12 @@ func limitBodies(h http.Handler) http.Handler {
 	})
 }
 
-// Serve answers on ln until ctx is done. Timeouts on headers, bodies and idle connections keep
-// slow or stalled clients from holding the server; a file download must keep moving (progress.go)
-// instead of a write timeout for the whole response, since images are large.
+// Serve answers on ln until ctx is done, and then writes the counts of the refusals its rate limit
+// held back. Timeouts on headers, bodies and idle connections keep slow or stalled clients from
+// holding the server; a file download must keep moving (progress.go) instead of a write timeout
+// for the whole response, since images are large.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.remote.Flush() // runs after <-shutDown below: the requests in flight have ended
 	srv := &http.Server{
 		Handler:           limitBodies(s.Handler()),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -3,6 +3,8 @@
 package ratelog
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,8 +49,8 @@ func New(every time.Duration) *Limiter {
 // level, so nothing is lost where debug logging is on. The next entry let through says how many
 // were held back ("suppressed") and the interval ("at_most_every"). Since a flood may stop and no
 // such entry come, the end of an interval with held-back entries also says it: the last one held
-// back goes out at level, counting them all, itself included ("held_back"). Otherwise the count
-// would never reach a log at level.
+// back goes out at level, counting them all, itself included ("held_back"), as it does at Flush.
+// Otherwise the count would never reach a log at level.
 func (l *Limiter) Log(log logrus.FieldLogger, level logrus.Level, msg string) {
 	if ok, n := l.allow(msg, log, level); ok {
 		l.write(log, level, msg, n)
@@ -87,21 +89,50 @@ func (l *Limiter) allow(msg string, log logrus.FieldLogger, level logrus.Level) 
 }
 
 // summarize writes the count of the entries held back in the window that began at last, unless an
-// entry let through since then reported them. The summary counts as the entry let through, so a
-// flood that goes on writes one line per interval, not two.
+// entry let through (or a Flush) since then reported them. The summary counts as the entry let
+// through, so a flood that goes on writes one line per interval, not two.
 func (l *Limiter) summarize(msg string, last time.Time) {
 	l.mu.Lock()
 	w := l.seen[msg]
-	if !w.last.Equal(last) {
+	// A Flush in the instant the window began leaves last as it was, with nothing to count.
+	if !w.last.Equal(last) || w.suppressed == 0 {
 		l.mu.Unlock()
 		return
 	}
+	write := l.restart(w, msg)
+	l.mu.Unlock()
+	write()
+}
+
+// Flush writes now, in the order of their messages, the count of every message with entries held
+// back, as the end of its window would, and starts that window again. Owners call it as they stop:
+// the count of a window still open then would otherwise never reach a log at level. The Limiter
+// stays usable: a Log after a Flush is held back until the window begun at the Flush ends.
+func (l *Limiter) Flush() {
+	l.mu.Lock()
+	var writes []func()
+	for _, msg := range slices.Sorted(maps.Keys(l.seen)) {
+		if w := l.seen[msg]; w.suppressed > 0 {
+			w.stop() // if the timer fired already, summarize sees the window moved on
+			writes = append(writes, l.restart(w, msg))
+		}
+	}
+	l.mu.Unlock()
+	for _, write := range writes {
+		write()
+	}
+}
+
+// restart starts w's window again now and returns the summary of what it held back, to be
+// written once l.mu is released.
+func (l *Limiter) restart(w *window, msg string) (write func()) {
 	log, level, n := w.log, w.level, w.suppressed
 	*w = window{last: l.now()}
-	l.mu.Unlock()
 	// held_back, not suppressed: this line is one of the n (the last, its fields), where a line
 	// let through stands for itself and its suppressed count of others.
-	log.WithFields(logrus.Fields{"held_back": n, "at_most_every": l.every.String()}).Log(level, msg)
+	return func() {
+		log.WithFields(logrus.Fields{"held_back": n, "at_most_every": l.every.String()}).Log(level, msg)
+	}
 }
 
 // write logs msg at level, with the count of held-back entries if there were any.

@@ -131,8 +131,12 @@ func TestHeldBackEntriesGoToDebug(t *testing.T) {
 	}
 }
 
+// flush, as a step's message, calls Flush.
+const flush = "(flush)"
+
 func TestHeldBackCountIsReported(t *testing.T) {
-	// A step with a client logs msg at warning with that client; one without fires the timers due.
+	// A step with a client logs msg at warning with that client; one without fires the timers due;
+	// one with msg flush calls Flush.
 	type step struct {
 		at          time.Duration
 		msg, client string
@@ -177,6 +181,46 @@ func TestHeldBackCountIsReported(t *testing.T) {
 			"level=warning msg=b client=c2",
 			"level=warning msg=a at_most_every=10s client=c3 held_back=1",
 		}},
+		{"a flush counts what is held back, at level", []step{
+			{0, "a", "c1"}, {time.Second, "a", "c2"}, {2 * time.Second, "a", "c3"}, {3 * time.Second, flush, ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+			"level=warning msg=a at_most_every=10s client=c3 held_back=2",
+		}},
+		{"a flush with nothing held back writes nothing", []step{
+			{0, "a", "c1"}, {time.Second, flush, ""}, {10 * time.Second, "", ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+		}},
+		{"a flush counts only the messages with entries held back, in their order", []step{
+			{0, "c", "c1"}, {0, "b", "c2"}, {0, "a", "c3"}, {time.Second, "c", "c4"}, {time.Second, "a", "c5"},
+			{2 * time.Second, flush, ""},
+		}, []string{
+			"level=warning msg=c client=c1",
+			"level=warning msg=b client=c2",
+			"level=warning msg=a client=c3",
+			"level=warning msg=a at_most_every=10s client=c5 held_back=1",
+			"level=warning msg=c at_most_every=10s client=c4 held_back=1",
+		}},
+		{"after a flush, neither the timer nor a second flush counts again", []step{
+			{0, "a", "c1"}, {time.Second, "a", "c2"}, {2 * time.Second, flush, ""}, {3 * time.Second, flush, ""},
+			{10 * time.Second, "", ""}, {30 * time.Second, "", ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+			"level=warning msg=a at_most_every=10s client=c2 held_back=1",
+		}},
+		// The flush counts as the entry let through, as the timer's summary does: a Log within the
+		// interval after it is held back, and counted once, at the end of the window begun at it.
+		{"a flush starts a window: a line in it is held back and counted once", []step{
+			{0, "a", "c1"}, {time.Second, "a", "c2"}, {5 * time.Second, flush, ""},
+			{6 * time.Second, "a", "c3"}, {14 * time.Second, "a", "c4"}, {15 * time.Second, "", ""},
+			{25 * time.Second, "a", "c5"}, {40 * time.Second, "", ""},
+		}, []string{
+			"level=warning msg=a client=c1",
+			"level=warning msg=a at_most_every=10s client=c2 held_back=1",
+			"level=warning msg=a at_most_every=10s client=c4 held_back=2",
+			"level=warning msg=a client=c5",
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,9 +230,12 @@ func TestHeldBackCountIsReported(t *testing.T) {
 			start := clock.now
 			for _, s := range tc.steps {
 				clock.now = start.Add(s.at)
-				if s.msg == "" {
+				switch s.msg {
+				case "":
 					clock.fire()
-				} else {
+				case flush:
+					l.Flush()
+				default:
 					l.Log(log.WithField("client", s.client), logrus.WarnLevel, s.msg)
 				}
 			}
@@ -265,5 +312,98 @@ func TestEveryHeldBackLineIsCountedOnce(t *testing.T) {
 	}
 	if debug == 0 || counted != debug {
 		t.Errorf("%d lines held back, %d counted", debug, counted)
+	}
+}
+
+// TestLateTimerAfterFlushWritesNothing covers a timer that fires while Flush holds the lock: its
+// Stop comes too late, and the count went out with the Flush, also when the Flush came in the very
+// instant the window began and so left it beginning then.
+func TestLateTimerAfterFlushWritesNothing(t *testing.T) {
+	for _, flushAt := range []time.Duration{0, 5 * time.Second} {
+		t.Run("flush after "+flushAt.String(), func(t *testing.T) {
+			log, hook := logtest.NewNullLogger()
+			l, clock := newLimiter(10 * time.Second)
+			start := clock.now
+			l.Log(log, logrus.WarnLevel, "a")
+			l.Log(log, logrus.WarnLevel, "a")
+			clock.now = start.Add(flushAt)
+			l.Flush()
+			counts := func() (held []any) {
+				for _, e := range hook.AllEntries() {
+					if n, ok := e.Data["held_back"]; ok {
+						held = append(held, n)
+					}
+				}
+				return held
+			}
+			if got := counts(); !slices.Equal(got, []any{1}) {
+				t.Fatalf("counts after Flush: %v, want [1]", got)
+			}
+			clock.now = start.Add(10 * time.Second)
+			clock.timers[0].f()
+			if got := counts(); !slices.Equal(got, []any{1}) {
+				t.Errorf("counts after the late timer: %v, want [1]", got)
+			}
+		})
+	}
+}
+
+// TestFlushCountsEveryLineOnce logs from many goroutines while another flushes: each line is let
+// through (counting 1 and its suppressed) or held back and counted once (held_back), by the
+// timer or a Flush. With an hour's interval only the Flushes count; with a millisecond's, lines
+// let through and timers race them too.
+func TestFlushCountsEveryLineOnce(t *testing.T) {
+	for _, every := range []time.Duration{time.Hour, time.Millisecond} {
+		t.Run(every.String(), func(t *testing.T) {
+			log, hook := logtest.NewNullLogger()
+			l := New(every)
+			const goroutines, lines = 8, 500
+			var wg sync.WaitGroup
+			for range goroutines {
+				wg.Go(func() {
+					for i := range lines {
+						l.Log(log, logrus.WarnLevel, "refused")
+						if i%50 == 0 {
+							time.Sleep(2 * time.Millisecond)
+						}
+					}
+				})
+			}
+			stop := make(chan struct{})
+			flushed := make(chan struct{})
+			go func() {
+				defer close(flushed)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+						l.Flush()
+					}
+				}
+			}()
+			wg.Wait()
+			close(stop)
+			<-flushed
+			l.Flush() // as an owner does at its stop
+			var counted int
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				counted = 0
+				for _, e := range hook.AllEntries() {
+					if n, ok := e.Data["held_back"].(int); ok {
+						counted += n
+					} else {
+						n, _ := e.Data["suppressed"].(int)
+						counted += 1 + n
+					}
+				}
+				if counted >= goroutines*lines {
+					break
+				}
+			}
+			if counted != goroutines*lines {
+				t.Errorf("%d lines logged, %d counted", goroutines*lines, counted)
+			}
+		})
 	}
 }

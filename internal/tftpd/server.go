@@ -77,10 +77,13 @@ func servable(root string, log logrus.FieldLogger) ([]string, error) {
 	return found, nil
 }
 
-// serveConn serves conn until ctx is done, then waits for running transfers to end and returns
-// nil. It closes conn.
+// serveConn serves conn until ctx is done, then waits for running transfers to end, writes the
+// counts of the lines its rate limit held back, and returns nil. It closes conn.
 func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn) error {
 	sv := newService(s)
+	// Deferred, so it runs once Shutdown has waited for the transfers; in a worker, before it
+	// exits, so bootd relays the counts.
+	defer sv.remote.Flush()
 	ts := tftp.NewServer(sv.read, nil) // nil write handler: read-only
 	ts.SetTimeout(timeout)
 	ts.SetRetries(retries)

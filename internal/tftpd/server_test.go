@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -233,6 +234,50 @@ func TestRefusals(t *testing.T) {
 			_, err := client(t, addr, 0, false).Receive(path, "octet")
 			if err == nil || !strings.Contains(err.Error(), "file not found") {
 				t.Fatalf("Receive(%q) = %v, want a file not found error", path, err)
+			}
+		})
+	}
+}
+
+// Refusals held back when serving stops are counted then, at their level: their window's timer
+// would come too late. A worker writes the count before it exits, and bootd relays it.
+func TestStopCountsHeldBackRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T, root string) (addr string, hook *logtest.Hook, stop func() error)
+	}{
+		{"server", func(t *testing.T, root string) (string, *logtest.Hook, func() error) {
+			log, hook := logtest.NewNullLogger()
+			s, err := New(root, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr, stop := serve(t, s)
+			return addr, hook, stop
+		}},
+		{"worker", func(t *testing.T, root string) (string, *logtest.Hook, func() error) {
+			return startWorkerAt(t, logrus.InfoLevel, testExe(t), root)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, hook, stop := tc.start(t, ipxeDir(t))
+			checkServes(t, addr, "ipxe.efi") // a worker is serving
+			for range 3 {
+				if _, err := client(t, addr, 0, false).Receive("/etc/passwd", "octet"); err == nil {
+					t.Fatal("/etc/passwd served")
+				}
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			var counts []string
+			for _, e := range hook.AllEntries() {
+				if n, ok := e.Data["held_back"]; ok && e.Level == logrus.InfoLevel && e.Message == "tftp request refused: not an iPXE binary" {
+					counts = append(counts, fmt.Sprint(n))
+				}
+			}
+			if !slices.Equal(counts, []string{"2"}) {
+				t.Errorf("held_back counts of 3 refusals after the stop: %v, want [2]", counts)
 			}
 		})
 	}
