@@ -57,6 +57,7 @@ func main() {
 		keep      = flag.Bool("keep", false, "keep the work directory (logs of every server) instead of removing it")
 		pcap      = flag.String("pcap", "", "record each storm's DHCP, TFTP and ARP packets on the bridge (tcpdump) into this directory, as N<n>-<server>[-<pair>].pcap")
 		repeat    = flag.Int("repeat", 5, "storms per server and N; the report holds each figure's median (the servers take turns going first)")
+		control   = flag.Bool("control", true, "storm the baseline twice in each pair: its ratio to itself shows how far a ratio strays when nothing differs")
 	)
 	flag.Parse()
 	sizes, err := parseSizes(*ns)
@@ -75,7 +76,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, repeat: *repeat, keep: *keep, ping: *ping, pcap: *pcap})
+	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, repeat: *repeat, control: *control, keep: *keep, ping: *ping, pcap: *pcap})
 	if report != "" {
 		fmt.Print(report)
 		if *out != "" {
@@ -95,9 +96,12 @@ type options struct {
 	sizes  []int
 	rootfs int64
 	repeat int // storms per server and N
-	keep   bool
-	ping   bool
-	pcap   string // directory for per-storm packet captures, or ""
+	// control adds a second baseline storm to each pair, judged against the first as bootd is:
+	// an A/A comparison, whose ratios are the noise of this machine.
+	control bool
+	keep    bool
+	ping    bool
+	pcap    string // directory for per-storm packet captures, or ""
 }
 
 // schedulePerMachine gives the process a P per machine (and some for the rest): the machines are
@@ -191,9 +195,15 @@ func run(ctx context.Context, o options) (report string, err error) {
 		return "", err
 	}
 
-	servers := []server{
-		&bootdServer{lab: lab, bin: o.bootd, dir: filepath.Join(work, "bootd")},
-		&baselineServer{lab: lab, dir: filepath.Join(work, "baseline"), filesRoot: filepath.Join(work, "bootd"), ping: o.ping},
+	servers := []contender{
+		{&bootdServer{lab: lab, bin: o.bootd, dir: filepath.Join(work, "bootd")}, sideBootd},
+		{&baselineServer{lab: lab, dir: filepath.Join(work, "baseline"), filesRoot: filepath.Join(work, "bootd"), ping: o.ping}, sideBaseline},
+	}
+	if o.control {
+		// Last in the list: turn keeps the baseline between bootd and the control, so each of
+		// the two is next to the storm it is compared with, and goes first as often.
+		servers = append(servers, contender{&baselineServer{lab: lab, dir: filepath.Join(work, "control"),
+			filesRoot: filepath.Join(work, "bootd"), ping: o.ping, again: true}, sideControl})
 	}
 	res := results{machine: describeMachine(), rootfs: o.rootfs, spec: spec}
 	up := len(clients) // links up: AddHost leaves every link up
@@ -212,18 +222,23 @@ func run(ctx context.Context, o options) (report string, err error) {
 					return res.markdown(), fmt.Errorf("N=%d %s, storm %d of %d: %w", n, s.Name(), pair+1, o.repeat, err)
 				}
 				fmt.Fprintf(os.Stderr, "bootstorm: N=%d %s (%d of %d): %s\n", n, s.Name(), pair+1, o.repeat, r.summary())
-				_, isBootd := s.(*bootdServer)
-				res.add(r, isBootd)
+				res.add(r, s.side)
 			}
 		}
 	}
 	return res.markdown(), nil
 }
 
-// turn is the servers in the order they storm in the pair-th pair: they take turns going first,
-// so that whatever the first storm of a pair leaves behind (page cache, load, a warm CPU) does
-// not always favour the same server.
-func turn(servers []server, pair int) []server {
+// contender is a server and the side of the comparison its storms are filed under.
+type contender struct {
+	server
+	side side
+}
+
+// turn is the servers in the order they storm in the pair-th pair: they take turns going first
+// (the order reversed every other pair), so that whatever the first storm of a pair leaves behind
+// (page cache, load, a warm CPU) does not always favour the same server.
+func turn(servers []contender, pair int) []contender {
 	if pair%2 == 0 {
 		return servers
 	}

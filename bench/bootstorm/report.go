@@ -181,8 +181,18 @@ type results struct {
 	byN     map[int]*pairs // each size's storms
 }
 
-// add files storm r as bootd's or the baseline's.
-func (res *results) add(r round, isBootd bool) {
+// side is which part of the comparison a storm is: bootd's, the baseline's, or the control's (the
+// baseline again, compared with the baseline as bootd is).
+type side int
+
+const (
+	sideBootd side = iota
+	sideBaseline
+	sideControl
+)
+
+// add files storm r under its side.
+func (res *results) add(r round, s side) {
 	if res.byN == nil {
 		res.byN = map[int]*pairs{}
 	}
@@ -192,10 +202,13 @@ func (res *results) add(r round, isBootd bool) {
 		res.byN[r.n] = p
 		res.ns = append(res.ns, r.n)
 	}
-	if isBootd {
+	switch s {
+	case sideBootd:
 		p.bootd = append(p.bootd, r)
-	} else {
+	case sideBaseline:
 		p.baseline = append(p.baseline, r)
+	case sideControl:
+		p.control = append(p.control, r)
 	}
 }
 
@@ -304,16 +317,20 @@ func ratioOf(a, b float64) (ratio float64, none int) {
 }
 
 // pairs are one N's storms, each server's in the order they ran: the i-th of each ran side by
-// side (pair i).
+// side (pair i). The control's storms, when the run has them, are the baseline's again.
 type pairs struct {
-	bootd, baseline []round
+	bootd, baseline, control []round
 }
 
-// complete keeps the pairs whose both storms ran: a run that stops early reports what it
-// finished, and how many storms it left out.
+// complete keeps the pairs whose storms all ran: a run that stops early reports what it finished,
+// and how many storms it left out.
 func (p pairs) complete() (pairs, int) {
 	n := min(len(p.bootd), len(p.baseline))
-	return pairs{p.bootd[:n], p.baseline[:n]}, len(p.bootd) + len(p.baseline) - 2*n
+	if len(p.control) > 0 {
+		n = min(n, len(p.control))
+	}
+	kept := pairs{p.bootd[:n], p.baseline[:n], p.control[:min(n, len(p.control))]}
+	return kept, len(p.bootd) + len(p.baseline) + len(p.control) - len(kept.bootd) - len(kept.baseline) - len(kept.control)
 }
 
 // measured is the values above 0: the storms that measured a figure.
@@ -374,30 +391,58 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 	if pairCount > 1 {
 		fmt.Fprintf(b, "%d storms per server, the servers taking turns going first. bootd and baseline: the median of their storms; bootd / baseline: the median of the %d pairs' ratios, and their range (peak RSS: the largest storms and their ratio).\n\n", pairCount, pairCount)
 	}
-	fmt.Fprintf(b, "Load average (1 min) before each storm: bootd %s; baseline %s.\n\n", loads(p.bootd), loads(p.baseline))
-	rangeHead, rangeRule := "", ""
+	hasControl := len(p.control) > 0
+	fmt.Fprintf(b, "Load average (1 min) before each storm: bootd %s; baseline %s", loads(p.bootd), loads(p.baseline))
+	if hasControl {
+		fmt.Fprintf(b, "; control %s", loads(p.control))
+	}
+	b.WriteString(".\n\n")
+	if hasControl {
+		b.WriteString("Control / baseline: the baseline stormed once more in each pair, on the other side of its storm from bootd's (a pair runs bootd, baseline, control, or the reverse), and set against the baseline's storm as bootd's is: what the ratio is when both sides are the same server.\n\n")
+	}
+	rangeHead, rangeRule, controlHead, controlRule := "", "", "", ""
 	if pairCount > 1 {
 		rangeHead, rangeRule = " range |", " ---: |"
 	}
-	fmt.Fprintf(b, "| figure | bootd | dnsmasq + nginx | bootd / baseline |%s target | met |\n", rangeHead)
-	fmt.Fprintf(b, "| --- | ---: | ---: | ---: |%s --- | --- |\n", rangeRule)
-	fb, fl := figuresOf(p.bootd), figuresOf(p.baseline)
+	if hasControl {
+		controlHead, controlRule = " control / baseline |", " ---: |"
+	}
+	fmt.Fprintf(b, "| figure | bootd | dnsmasq + nginx | bootd / baseline |%s%s target | met |\n", rangeHead, controlHead)
+	fmt.Fprintf(b, "| --- | ---: | ---: | ---: |%s%s --- | --- |\n", rangeRule, controlRule)
+	fb, fl, fc := figuresOf(p.bootd), figuresOf(p.baseline), figuresOf(p.control)
 	for _, r := range rows(atLargestN) {
 		v := judge(r, fb, fl)
-		rangeCell := ""
+		rangeCell, controlCell := "", ""
 		if pairCount > 1 {
 			rangeCell = " " + spread(v) + " |" // "—" for a peak row: one comparison, of the largest
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |%s %s | %s |\n", r.name, figureCell(r, v.bootd), figureCell(r, v.baseline), ratioCell(v), rangeCell, r.target, metCell(r, v))
+		var vc verdict
+		if hasControl {
+			vc = judge(r, fc, fl)
+			controlCell = " " + controlOf(vc, pairCount) + " |"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |%s%s %s | %s |\n", r.name, figureCell(r, v.bootd), figureCell(r, v.baseline), ratioCell(v), rangeCell, controlCell, r.target, metCell(r, v))
 		if !v.met {
-			misses = append(misses, fmt.Sprintf("N=%d %s: %s, target %s", n, r.name, missed(r, v, pairCount), r.target))
+			miss := fmt.Sprintf("N=%d %s: %s, target %s", n, r.name, missed(r, v, pairCount), r.target)
+			if hasControl && !r.peak && vc.hasRatio() {
+				miss += "; the baseline against itself: " + controlOf(vc, pairCount)
+			}
+			misses = append(misses, miss)
 		}
 	}
-	if nb, nl, text := failures(fb, fl); nb+nl > 0 {
+	if nb, nl, nc, text := failures(fb, fl, fc); nb+nl+nc > 0 {
 		fmt.Fprintf(b, "\n%s\n", text)
-		misses = append(misses, fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d)", n, nb, nl))
+		misses = append(misses, fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d, control %d)", n, nb, nl, nc))
 	}
 	return misses
+}
+
+// controlOf is the control's ratio to the baseline and, with several pairs, its range.
+func controlOf(vc verdict, pairCount int) string {
+	if pairCount > 1 && len(vc.ratios) > 0 {
+		return ratioCell(vc) + " (" + spread(vc) + ")"
+	}
+	return ratioCell(vc)
 }
 
 // pairsOf is "1 pair" or "n pairs".
@@ -483,7 +528,7 @@ func loads(rs []round) string {
 
 // failures counts the machines of each server that did not boot, over every storm, and says so
 // with the first error of each.
-func failures(bootd, baseline []figures) (nb, nl int, text string) {
+func failures(bootd, baseline, control []figures) (nb, nl, nc int, text string) {
 	count := func(fs []figures) (n int, first error) {
 		for _, f := range fs {
 			n += f.Failed
@@ -495,11 +540,16 @@ func failures(bootd, baseline []figures) (nb, nl int, text string) {
 	}
 	nb, eb := count(bootd)
 	nl, el := count(baseline)
-	text = fmt.Sprintf("Failed machines, over all storms: bootd %d, baseline %d.", nb, nl)
-	for _, err := range []error{eb, el} {
+	nc, ec := count(control)
+	text = fmt.Sprintf("Failed machines, over all storms: bootd %d, baseline %d", nb, nl)
+	if len(control) > 0 {
+		text += fmt.Sprintf(", control %d", nc)
+	}
+	text += "."
+	for _, err := range []error{eb, el, ec} {
 		if err != nil {
 			text += fmt.Sprintf(" First error: %v.", err)
 		}
 	}
-	return nb, nl, text
+	return nb, nl, nc, text
 }

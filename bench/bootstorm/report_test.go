@@ -1,10 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,8 +114,8 @@ func TestTargets(t *testing.T) {
 	}
 	res := results{machine: "test"}
 	// bootd: DHCP as fast, TFTP per machine twice as slow, so its boot file comes later.
-	res.add(round{n: 2, clients: machines(10, 50), wall: time.Second}, true)
-	res.add(round{n: 2, clients: machines(10, 30), wall: time.Second}, false)
+	res.add(round{n: 2, clients: machines(10, 50), wall: time.Second}, sideBootd)
+	res.add(round{n: 2, clients: machines(10, 30), wall: time.Second}, sideBaseline)
 	md := res.markdown()
 	for _, tc := range []struct {
 		row    string
@@ -141,11 +141,11 @@ func storms(walls ...[2]float64) results {
 		bd := round{n: 2, wall: time.Duration(w[0] * float64(time.Second)), load: "0.50"}
 		bl := round{n: 2, wall: time.Duration(w[1] * float64(time.Second)), load: "0.50"}
 		if i%2 == 0 {
-			res.add(bd, true)
-			res.add(bl, false)
+			res.add(bd, sideBootd)
+			res.add(bl, sideBaseline)
 		} else {
-			res.add(bl, false)
-			res.add(bd, true)
+			res.add(bl, sideBaseline)
+			res.add(bd, sideBootd)
 		}
 	}
 	return res
@@ -200,11 +200,11 @@ func TestMedianOfPairs(t *testing.T) {
 func TestPeakRSSAndIncompletePairs(t *testing.T) {
 	// A storm at N of bootd's (bd) or the baseline's (bl), with its peak RSS in MiB.
 	type storm struct {
-		bootd  bool
+		side   side
 		n, rss int64
 	}
-	bd := func(n, rss int64) storm { return storm{true, n, rss} }
-	bl := func(n, rss int64) storm { return storm{false, n, rss} }
+	bd := func(n, rss int64) storm { return storm{sideBootd, n, rss} }
+	bl := func(n, rss int64) storm { return storm{sideBaseline, n, rss} }
 	for _, tc := range []struct {
 		name   string
 		storms []storm  // in the order they ran
@@ -237,7 +237,7 @@ func TestPeakRSSAndIncompletePairs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res := results{machine: "test"}
 			for _, s := range tc.storms {
-				res.add(round{n: int(s.n), wall: time.Second, hwm: s.rss << 20}, s.bootd)
+				res.add(round{n: int(s.n), wall: time.Second, hwm: s.rss << 20}, s.side)
 			}
 			md := res.markdown()
 			for _, want := range tc.rows {
@@ -252,15 +252,25 @@ func TestPeakRSSAndIncompletePairs(t *testing.T) {
 	}
 }
 
-// Every table line has as many cells as its header, with one pair (no range column) and several.
+// Every table line has as many cells as its header, with one pair (no range column) and several,
+// with and without the control's column.
 func TestTableColumns(t *testing.T) {
-	for _, pairCount := range []int{1, 3} {
-		t.Run(strconv.Itoa(pairCount), func(t *testing.T) {
+	for _, tc := range []struct {
+		pairCount int
+		control   bool
+	}{{1, false}, {3, false}, {1, true}, {3, true}} {
+		pairCount := tc.pairCount
+		t.Run(fmt.Sprintf("%d pairs, control %v", pairCount, tc.control), func(t *testing.T) {
 			var walls [][2]float64
+			var triples [][3]float64
 			for range pairCount {
-				walls = append(walls, [2]float64{1, 1})
+				walls, triples = append(walls, [2]float64{1, 1}), append(triples, [3]float64{1, 1, 1})
 			}
-			md := storms(walls...).markdown()
+			res := storms(walls...)
+			if tc.control {
+				res = controlled(triples...)
+			}
+			md := res.markdown()
 			cells := -1
 			for _, line := range strings.Split(md, "\n") {
 				if !strings.HasPrefix(line, "|") {
@@ -272,24 +282,92 @@ func TestTableColumns(t *testing.T) {
 					t.Errorf("%d cell borders, header has %d: %s", n, cells, line)
 				}
 			}
-			if want := 7 + min(pairCount-1, 1); cells != want { // six columns, and the range with several pairs
+			want := 7 + min(pairCount-1, 1) // six columns, and the range with several pairs
+			if tc.control {
+				want++
+			}
+			if cells != want {
 				t.Errorf("header has %d cell borders, want %d", cells, want)
 			}
 		})
 	}
 }
 
+// controlled is a run at N = 2 of triples of walls (bootd's, the baseline's, the control's), in
+// the order turn gives them.
+func controlled(walls ...[3]float64) results {
+	res := results{machine: "test"}
+	for i, w := range walls {
+		order := []side{sideBootd, sideBaseline, sideControl}
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, s := range order {
+			res.add(round{n: 2, wall: time.Duration(w[s] * float64(time.Second)), load: "0.50"}, s)
+		}
+	}
+	return res
+}
+
+// The control is judged against the baseline as bootd is: its column holds the median of its
+// pairs' ratios and their range, a miss of bootd's says what the control measured on that row,
+// and a run stopped before a pair's control ran leaves that pair out.
+func TestControl(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		walls   [][3]float64 // bootd, baseline, control
+		row     string       // the wall row, from bootd / baseline on
+		missed  string       // the miss's text, "" for met
+		leftOut int          // storms without all their partners
+	}{
+		{"bootd within the control's spread", [][3]float64{{1.05, 1.0, 1.1}, {1.0, 1.0, 0.9}, {1.1, 1.0, 1.0}},
+			"| 1.05 | 1.00–1.10 | 1.00 (0.90–1.10) | ≤ 1.00 (no slower) | **no** |",
+			"ratio 1.05 (median of 3 pairs, 1.00–1.10), target ≤ 1.00 (no slower); the baseline against itself: 1.00 (0.90–1.10)", 0},
+		{"bootd faster", [][3]float64{{0.5, 1.0, 1.2}, {0.5, 1.0, 1.0}, {0.5, 1.0, 0.8}},
+			"| 0.50 | 0.50–0.50 | 1.00 (0.80–1.20) | ≤ 1.00 (no slower) | yes |", "", 0},
+		{"the last pair's control never ran", [][3]float64{{0.5, 1.0, 1.2}, {0.5, 1.0, 0}},
+			"| 0.50 | 1.20 | ≤ 1.00 (no slower) | yes |", "", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := controlled(tc.walls...)
+			if tc.leftOut > 0 { // drop the zero-wall control: it never ran
+				p := res.byN[2]
+				p.control = slices.DeleteFunc(p.control, func(r round) bool { return r.wall == 0 })
+			}
+			md := res.markdown()
+			if line := rowOf(md, "time until all N are done"); !strings.Contains(line, tc.row) {
+				t.Errorf("row %q, want it to hold %q", line, tc.row)
+			}
+			listed := strings.Contains(md, "- missed: N=2 time until all N are done:")
+			if miss := "- missed: N=2 time until all N are done: " + tc.missed; listed != (tc.missed != "") || listed && !strings.Contains(md, miss) {
+				t.Errorf("misses: want %q\n%s", tc.missed, md)
+			}
+			if left := fmt.Sprintf("Left out: %d storms", tc.leftOut); strings.Contains(md, left) != (tc.leftOut > 0) {
+				t.Errorf("want %q: %v\n%s", left, tc.leftOut > 0, md)
+			}
+		})
+	}
+}
+
 func TestServersTakeTurns(t *testing.T) {
-	a, b := &bootdServer{}, &baselineServer{}
-	servers := []server{a, b}
-	for pair, want := range [][]server{{a, b}, {b, a}, {a, b}} {
-		if got := turn(servers, pair); got[0] != want[0] || got[1] != want[1] {
-			t.Errorf("pair %d: order %s, %s; want %s, %s", pair, got[0].Name(), got[1].Name(), want[0].Name(), want[1].Name())
+	a, b, c := contender{&bootdServer{}, sideBootd}, contender{&baselineServer{}, sideBaseline}, contender{&baselineServer{again: true}, sideControl}
+	servers := []contender{a, b, c}
+	for pair, want := range [][]contender{{a, b, c}, {c, b, a}, {a, b, c}} {
+		if got := turn(servers, pair); !slices.Equal(got, want) {
+			t.Errorf("pair %d: order %v; want %v", pair, names(got), names(want))
 		}
 	}
 	if servers[0] != a {
 		t.Error("turn reordered its argument")
 	}
+}
+
+func names(cs []contender) []string {
+	var n []string
+	for _, c := range cs {
+		n = append(n, c.Name())
+	}
+	return n
 }
 
 func TestParseSizes(t *testing.T) {

@@ -84,11 +84,17 @@ type baselineServer struct {
 	dir       string // per-storm files of both daemons go under dir/run
 	filesRoot string // nginx root: holds images/<name>/<version>/<file>
 	ping      bool   // leave dnsmasq's ICMP check before an offer on
+	again     bool   // the control: the baseline's second storm of a pair
 	dnsmasq   *vlab.Process
 	nginx     *vlab.Process
 }
 
-func (s *baselineServer) Name() string { return "dnsmasq+nginx" }
+func (s *baselineServer) Name() string {
+	if s.again {
+		return "dnsmasq+nginx-again"
+	}
+	return "dnsmasq+nginx"
+}
 
 func (s *baselineServer) Start(ctx context.Context) error {
 	run := filepath.Join(s.dir, "run")
