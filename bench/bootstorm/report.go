@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -226,15 +227,19 @@ type row struct {
 	met    func(verdict) bool
 }
 
-// ratioAtMost and ratioAtLeast hold the ratio bootd / baseline to a bound; a pair without a
-// figure on one side misses it.
+// ratioAtMost and ratioAtLeast hold the ratio bootd / baseline, as the report shows it (two
+// decimals), to a bound; a pair without a figure on one side misses it. Judged as shown: a ratio
+// of 1.004 would otherwise read "1.00, missed", for a difference a run cannot tell from noise.
 func ratioAtMost(bound float64) func(verdict) bool {
-	return func(v verdict) bool { return v.dropped == 0 && v.ratio <= bound }
+	return func(v verdict) bool { return v.dropped == 0 && shown(v.ratio) <= bound }
 }
 
 func ratioAtLeast(bound float64) func(verdict) bool {
-	return func(v verdict) bool { return v.dropped == 0 && v.ratio >= bound }
+	return func(v verdict) bool { return v.dropped == 0 && shown(v.ratio) >= bound }
 }
+
+// shown is a ratio rounded as the report prints it.
+func shown(ratio float64) float64 { return math.Round(ratio*100) / 100 }
 
 // rows are the report's figures; at the run's largest N, bootd's peak RSS is held to rssLimit.
 func rows(atLargestN bool) []row {

@@ -174,6 +174,8 @@ func TestMedianOfPairs(t *testing.T) {
 		{"one slow pair of three", [][2]float64{{1.0, 1.1}, {2.0, 2.2}, {3.0, 1.5}}, "", "| 0.91 |", "| 0.91–2.00 |"},
 		{"two slow pairs of three", [][2]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "ratio 2.00 (median of 3 pairs, 0.91–2.20)", "| 2.00 |", "| 0.91–2.20 |"},
 		{"two pairs: the mean of both", [][2]float64{{1.0, 1.1}, {1.32, 1.1}}, "ratio 1.05 (median of 2 pairs, 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
+		{"judged as shown: 1.004 is 1.00", [][2]float64{{1.004, 1.0}}, "", "| 1.00 |", ""},
+		{"judged as shown: 1.006 is 1.01", [][2]float64{{1.006, 1.0}}, "ratio 1.01", "| 1.01 |", ""},
 		{"a pair in which bootd measured nothing", [][2]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 2 pairs, 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
 		{"bootd's storms that measured nothing are not its figure", [][2]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 1 pair, 0.91–0.91); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
 		{"no pair with a figure on both sides", [][2]float64{{0, 1.1}, {1.0, 0}, {0, 1.1}}, "no ratio: a side measured nothing in every pair (3 pairs)", "| 1.00 s | 1.10 s | — |", "| — |"},
