@@ -86,6 +86,9 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 	g.Go(func() error { return d.serveHTTP(ctx, httpLn) })
 	g.Go(func() error { return ctl.Serve(ctx, d.socketPath(), controller{d}) })
 	err = g.Wait()
+	if d.scout != nil {
+		d.scout.wait()
+	}
 	d.remote.Flush() // every listener and the scout have stopped: nothing logs through it any more
 	if cerr := d.inv.Compact(); cerr != nil {
 		d.log.WithError(cerr).Warn("inventory journal not folded into the inventory file at stop; the next start reads both")

@@ -61,6 +61,10 @@ type scout struct {
 
 	sighted chan sighting  // ARP senders at pool addresses, handled off the socket's read path
 	pool    inventory.Pool // the discovery pool, fixed for the daemon's life
+
+	// jobs are the scout's goroutines besides run (the watch, its sightings, re-probes), which
+	// log through the daemon's limiters: bootd waits for them before it writes their counts.
+	jobs sync.WaitGroup
 }
 
 type sighting struct {
@@ -94,8 +98,8 @@ func (s *scout) took(a netip.Addr) {
 
 // run sweeps and watches until ctx is done.
 func (s *scout) run(ctx context.Context) {
-	go s.watch(ctx)
-	go s.handleSightings(ctx)
+	s.jobs.Go(func() { s.watch(ctx) })
+	s.jobs.Go(func() { s.handleSightings(ctx) })
 	t := time.NewTicker(scoutTick)
 	defer t.Stop()
 	for {
@@ -259,7 +263,7 @@ func (s *scout) confirmLater(mac string, a netip.Addr) {
 	s.mu.Lock()
 	s.confirming[mac] = done
 	s.mu.Unlock()
-	go func() {
+	s.jobs.Go(func() {
 		defer func() {
 			s.mu.Lock()
 			if s.confirming[mac] == done { // not a newer re-probe's
@@ -283,8 +287,12 @@ func (s *scout) confirmLater(mac string, a netip.Addr) {
 			s.d.logSquatter(a, squatter, mac)
 		}
 		s.d.overShare(squatter, a, h)
-	}()
+	})
 }
+
+// wait waits for the scout's goroutines, once its run and the DHCP server (which starts
+// re-probes) have returned.
+func (s *scout) wait() { s.jobs.Wait() }
 
 // awaitConfirm waits for the re-probe of mac's offered address, if one is in flight.
 func (s *scout) awaitConfirm(mac string) {
