@@ -200,8 +200,6 @@ func run(ctx context.Context, o options) (report string, err error) {
 		{&baselineServer{lab: lab, dir: filepath.Join(work, "baseline"), filesRoot: filepath.Join(work, "bootd"), ping: o.ping}, sideBaseline},
 	}
 	if o.control {
-		// Last in the list: turn keeps the baseline between bootd and the control, so each of
-		// the two is next to the storm it is compared with, and goes first as often.
 		servers = append(servers, contender{&baselineServer{lab: lab, dir: filepath.Join(work, "control"),
 			filesRoot: filepath.Join(work, "bootd"), ping: o.ping, again: true}, sideControl})
 	}
@@ -235,16 +233,14 @@ type contender struct {
 	side side
 }
 
-// turn is the servers in the order they storm in the pair-th pair: they take turns going first
-// (the order reversed every other pair), so that whatever the first storm of a pair leaves behind
-// (page cache, load, a warm CPU) does not always favour the same server.
+// turn is the servers in the order they storm in the pair-th pair: the list rotated by one place
+// each pair, so that every server storms in every place of a pair in turn (two servers: first,
+// then second; three: first, second, third), and whatever a storm leaves behind for the next (page
+// cache, load, a warm CPU) or a place in the pair does to a storm falls on each server alike
+// (with five pairs, nearly: places 2, 2 and 1 times). settle does the rest (BENCHMARKS.md, item 16).
 func turn(servers []contender, pair int) []contender {
-	if pair%2 == 0 {
-		return servers
-	}
-	reversed := slices.Clone(servers)
-	slices.Reverse(reversed)
-	return reversed
+	k := pair % len(servers)
+	return append(slices.Clone(servers[k:]), servers[:k]...)
 }
 
 // pcapBase is where storm pair of server s at N = n records its packets (without suffix), or ""
@@ -385,6 +381,7 @@ func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec
 			return r, err
 		}
 	}
+	settle()
 	before, err := measure(s.Leaders())
 	if err != nil {
 		return r, err
@@ -417,6 +414,20 @@ func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec
 	r.procs = after.Procs
 	r.t0 = t0
 	return r, nil
+}
+
+// settleTime is how long a storm waits, its server started, before it begins.
+const settleTime = time.Second
+
+// settle lets what ran before a storm end before the storm begins: the last storm's garbage in
+// this process (collected now, not during the storm), the kernel's work after the last server
+// stopped, and the new server's start (bootd reads and hashes the whole image). Without it, the
+// server that stopped last and the one that starts next decided how busy the machine was when
+// a storm began, and the control measured slower than the baseline in 27 and 28 of 45 figures
+// (BENCHMARKS.md, item 16).
+func settle() {
+	runtime.GC()
+	time.Sleep(settleTime)
 }
 
 // cable takes the first up machines' links (the last storm's) to the first n, so that a storm

@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -238,8 +238,12 @@ func ratioAtLeast(bound float64) func(verdict) bool {
 	return func(v verdict) bool { return v.dropped == 0 && shown(v.ratio) >= bound }
 }
 
-// shown is a ratio rounded as the report prints it.
-func shown(ratio float64) float64 { return math.Round(ratio*100) / 100 }
+// shown is a ratio as the report prints it: the same formatting, so that rounding cannot differ
+// (0.995 prints 0.99, where math.Round would make it 1.00).
+func shown(ratio float64) float64 {
+	v, _ := strconv.ParseFloat(fmt.Sprintf("%.2f", ratio), 64)
+	return v
+}
 
 // rows are the report's figures; at the run's largest N, bootd's peak RSS is held to rssLimit.
 func rows(atLargestN bool) []row {
@@ -403,7 +407,7 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 	}
 	b.WriteString(".\n\n")
 	if hasControl {
-		b.WriteString("Control / baseline: the baseline stormed once more in each pair, on the other side of its storm from bootd's (a pair runs bootd, baseline, control, or the reverse), and set against the baseline's storm as bootd's is: what the ratio is when both sides are the same server.\n\n")
+		b.WriteString("Control / baseline: the baseline stormed once more in each pair (the three taking turns in each place of a pair), and set against the baseline's storm as bootd's is: what the ratio is when both sides are the same server.\n\n")
 	}
 	rangeHead, rangeRule, controlHead, controlRule := "", "", "", ""
 	if pairCount > 1 {
@@ -437,7 +441,11 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 	}
 	if nb, nl, nc, text := failures(fb, fl, fc); nb+nl+nc > 0 {
 		fmt.Fprintf(b, "\n%s\n", text)
-		misses = append(misses, fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d, control %d)", n, nb, nl, nc))
+		miss := fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d", n, nb, nl)
+		if hasControl {
+			miss += fmt.Sprintf(", control %d", nc)
+		}
+		misses = append(misses, miss+")")
 	}
 	return misses
 }
