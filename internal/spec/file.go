@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/labcluster/gpucluster/internal/sha256hex"
 	"github.com/labcluster/gpucluster/internal/tomlpos"
@@ -103,20 +104,9 @@ func findSource(r *reader, dir, path string, f *File) {
 	}
 }
 
-// hashSource hashes the regular file source, read through an os.Root on the layers directory as
-// builds read it (File.Data). It is stat'ed first: a FIFO or a device is refused, not opened.
+// hashSource hashes source, opened as builds open it (openSource).
 func hashSource(layersDir, source string) (string, error) {
-	root, err := os.OpenRoot(layersDir)
-	if err != nil {
-		return "", err
-	}
-	defer root.Close()
-	if fi, err := root.Stat(source); err != nil {
-		return "", err
-	} else if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", source)
-	}
-	in, err := root.Open(source)
+	in, err := openSource(layersDir, source)
 	if err != nil {
 		return "", err
 	}
@@ -141,16 +131,28 @@ func sourceMessage(source string, err error) string {
 	return err.Error()
 }
 
-// openSource opens Source through an os.Root on the layers directory, so that a symlink out of
-// it (files/conf -> /etc/shadow) cannot pull a host file into the image or its digest, even one
-// made after the layer was loaded.
-func (f File) openSource() (*os.File, error) {
-	root, err := os.OpenRoot(f.LayersDir)
+// openSource opens the regular file source through an os.Root on the layers directory, so that
+// a symlink out of it (files/conf -> /etc/shadow) cannot pull a host file into the image or its
+// digest, even one made after the layer was loaded. It opens without blocking and checks the open
+// file: a FIFO or a device, there at load or put there since, is refused, not waited on.
+func openSource(layersDir, source string) (*os.File, error) {
+	root, err := os.OpenRoot(layersDir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close() // the opened file stays usable
-	return root.Open(f.Source)
+	in, err := root.OpenFile(source, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		in.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is not a regular file", source)
+		}
+		return nil, err
+	}
+	return in, nil
 }
 
 // Data is what the file holds: Content, or Source's bytes read through openSource. Source is read
@@ -160,7 +162,7 @@ func (f File) Data() ([]byte, error) {
 	if f.Source == "" {
 		return []byte(f.Content), nil
 	}
-	in, err := f.openSource()
+	in, err := openSource(f.LayersDir, f.Source)
 	if err != nil {
 		return nil, err
 	}

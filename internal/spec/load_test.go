@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/labcluster/gpucluster/internal/golden"
@@ -271,6 +272,12 @@ func TestSourceChangedAfterLoad(t *testing.T) {
 		{"edited", func(t *testing.T, src string) error {
 			return os.WriteFile(src, []byte("edited\n"), 0o644)
 		}, "changed while the build ran"},
+		{"swapped for a FIFO (no writer: opening it for reading would wait)", func(t *testing.T, src string) error {
+			if err := os.Remove(src); err != nil {
+				return err
+			}
+			return syscall.Mkfifo(src, 0o644)
+		}, "files/motd is not a regular file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
