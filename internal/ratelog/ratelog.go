@@ -23,7 +23,9 @@ type Limiter struct {
 	seen map[string]*window
 }
 
-// window is one message's state since the last entry let through.
+// window is one message's state since the last entry let through (or summary written). Each window
+// is a new value: a summary's timer knows its own by pointer, so one that fires after its window
+// ended writes nothing.
 type window struct {
 	last       time.Time
 	suppressed int
@@ -67,39 +69,35 @@ func (l *Limiter) allow(msg string, log logrus.FieldLogger, level logrus.Level) 
 	defer l.mu.Unlock()
 	now := l.now()
 	w := l.seen[msg]
-	if w == nil {
-		w = &window{}
-		l.seen[msg] = w
-	}
-	if !w.last.IsZero() && now.Sub(w.last) < l.every {
+	if w != nil && now.Sub(w.last) < l.every {
 		w.suppressed++
 		w.log, w.level = log, level
 		if w.stop == nil {
-			last := w.last
-			w.stop = l.afterFunc(last.Add(l.every).Sub(now), func() { l.summarize(msg, last) })
+			w.stop = l.afterFunc(w.last.Add(l.every).Sub(now), func() { l.summarize(msg, w) })
 		}
 		return false, 0
 	}
-	n := w.suppressed
-	if w.stop != nil {
-		w.stop() // this entry reports them; if the timer fired already, summarize sees last moved
+	n := 0
+	if w != nil {
+		n = w.suppressed
+		if w.stop != nil {
+			w.stop() // this entry reports them; a timer that fired already finds w replaced
+		}
 	}
-	*w = window{last: now}
+	l.seen[msg] = &window{last: now}
 	return true, n
 }
 
-// summarize writes the count of the entries held back in the window that began at last, unless an
-// entry let through (or a Flush) since then reported them. The summary counts as the entry let
-// through, so a flood that goes on writes one line per interval, not two.
-func (l *Limiter) summarize(msg string, last time.Time) {
+// summarize writes the count of the entries held back in window w, unless w has ended: an entry
+// let through, or a Flush, reported them and began a new window. The summary counts as the entry
+// let through, so a flood that goes on writes one line per interval, not two.
+func (l *Limiter) summarize(msg string, w *window) {
 	l.mu.Lock()
-	w := l.seen[msg]
-	// A Flush in the instant the window began leaves last as it was, with nothing to count.
-	if !w.last.Equal(last) || w.suppressed == 0 {
+	if l.seen[msg] != w {
 		l.mu.Unlock()
 		return
 	}
-	write := l.restart(w, msg)
+	write := l.restart(msg)
 	l.mu.Unlock()
 	write()
 }
@@ -113,8 +111,8 @@ func (l *Limiter) Flush() {
 	var writes []func()
 	for _, msg := range slices.Sorted(maps.Keys(l.seen)) {
 		if w := l.seen[msg]; w.suppressed > 0 {
-			w.stop() // if the timer fired already, summarize sees the window moved on
-			writes = append(writes, l.restart(w, msg))
+			w.stop() // a timer that fired already finds w replaced
+			writes = append(writes, l.restart(msg))
 		}
 	}
 	l.mu.Unlock()
@@ -123,11 +121,12 @@ func (l *Limiter) Flush() {
 	}
 }
 
-// restart starts w's window again now and returns the summary of what it held back, to be
-// written once l.mu is released.
-func (l *Limiter) restart(w *window, msg string) (write func()) {
+// restart ends msg's window, begins a new one now, and returns the summary of what the ended one
+// held back, to be written once l.mu is released.
+func (l *Limiter) restart(msg string) (write func()) {
+	w := l.seen[msg]
 	log, level, n := w.log, w.level, w.suppressed
-	*w = window{last: l.now()}
+	l.seen[msg] = &window{last: l.now()}
 	// held_back, not suppressed: this line is one of the n (the last, its fields), where a line
 	// let through stands for itself and its suppressed count of others.
 	return func() {
