@@ -131,7 +131,9 @@ func limitBodies(h http.Handler) http.Handler {
 // holding the server; a file download must keep moving (progress.go) instead of a write timeout
 // for the whole response, since images are large.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	defer s.remote.Flush() // runs after <-shutDown below: the requests in flight have ended
+	// After <-shutDown below: requests in flight have ended, or were cut after the grace (a handler
+	// still returning then logs into a window nobody writes).
+	defer s.remote.Flush()
 	srv := &http.Server{
 		Handler:           limitBodies(s.Handler()),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -77,14 +77,13 @@ func servable(root string, log logrus.FieldLogger) ([]string, error) {
 	return found, nil
 }
 
-// serveConn serves conn until ctx is done, then waits for running transfers to end, writes the
+// serve serves conn until ctx is done, then waits for running transfers to end, writes the
 // counts of the lines its rate limit held back, and returns nil. It closes conn.
-func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn) error {
-	sv := newService(s)
+func (s *service) serve(ctx context.Context, conn *net.UDPConn) error {
 	// Deferred, so it runs once Shutdown has waited for the transfers; in a worker, before it
 	// exits, so bootd relays the counts.
-	defer sv.remote.Flush()
-	ts := tftp.NewServer(sv.read, nil) // nil write handler: read-only
+	defer s.remote.Flush()
+	ts := tftp.NewServer(s.read, nil) // nil write handler: read-only
 	ts.SetTimeout(timeout)
 	ts.SetRetries(retries)
 	ts.SetBlockSize(maxBlockSize)
@@ -95,7 +94,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UDPConn) error {
 	ts.SetHook(hook{s.log})
 
 	done := make(chan error, 1)
-	go func() { done <- ts.Serve(plainConn{conn, sv.full}) }()
+	go func() { done <- ts.Serve(plainConn{conn, s.full}) }()
 	select {
 	case <-ctx.Done():
 		ts.Shutdown() // waits for running transfers
@@ -136,20 +135,21 @@ func (c plainConn) ReadFrom(p []byte) (int, net.Addr, error) {
 // isReadRequest reports whether a packet is a TFTP read request (RRQ, opcode 1).
 func isReadRequest(p []byte) bool { return len(p) >= 2 && p[0] == 0 && p[1] == 1 }
 
-// service is one socket being served: the Server's files, and the bounds and the log limit of
-// the transfers it runs. (bootd's own Server, kept for Open, serves no socket.)
+// service is one socket being served (in the TFTP worker): the iPXE directory, and the bounds and
+// the log limit of the transfers it runs. (bootd's own Server, kept for Open, serves no socket.)
 type service struct {
-	*Server
+	root      string
+	log       logrus.FieldLogger
 	transfers *slots
 	bounds    *logrus.Entry // the log, with the bounds: the lines of a request past them
 	// remote rate-limits the lines any client can trigger at will (refusals, failed transfers).
 	remote *ratelog.Limiter
 }
 
-func newService(s *Server) *service {
+func newService(root string, log logrus.FieldLogger) *service {
 	t := newSlots()
-	return &service{Server: s, transfers: t, remote: ratelog.New(ratelog.Every),
-		bounds: s.log.WithFields(logrus.Fields{"max_transfers": t.maxTotal, "max_per_client": t.maxPer})}
+	return &service{root: root, log: log, transfers: t, remote: ratelog.New(ratelog.Every),
+		bounds: log.WithFields(logrus.Fields{"max_transfers": t.maxTotal, "max_per_client": t.maxPer})}
 }
 
 // full reports whether a read request from client would pass a transfer bound, and logs it then.

@@ -63,17 +63,17 @@ func serve(t *testing.T, s *Server) (addr string, stop func() error) {
 	conn := loopback(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.serveConn(ctx, conn) }()
+	go func() { done <- newService(s.root, s.log).serve(ctx, conn) }()
 	return conn.LocalAddr().String(), func() error {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil {
-				return fmt.Errorf("serveConn returned %v after cancel, want nil", err)
+				return fmt.Errorf("serve returned %v after cancel, want nil", err)
 			}
 			return nil
 		case <-time.After(5 * time.Second):
-			return errors.New("serveConn did not return after cancel")
+			return errors.New("serve did not return after cancel")
 		}
 	}
 }

@@ -61,7 +61,7 @@ it stops when its standard input ends.
 	}
 	ctx := untilStdinEnds(context.Background())
 	log.WithField(readyField, true).Info("tftp worker ready")
-	return (&Server{root: *root, log: log}).serveConn(ctx, conn)
+	return newService(*root, log).serve(ctx, conn)
 }
 
 func inheritedConn() (*net.UDPConn, error) {
