@@ -86,14 +86,22 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 	g.Go(func() error { return d.serveHTTP(ctx, httpLn) })
 	g.Go(func() error { return ctl.Serve(ctx, d.socketPath(), controller{d}) })
 	err = g.Wait()
+	d.stop()
+	return err
+}
+
+// stop finishes off once every listener and the scout's run have returned: it waits for the
+// scout's goroutines still going (re-probes, sightings), then writes the counts the rate limiter
+// holds back (nothing logs through it any more), then folds the journal into the inventory file
+// (nothing writes holds to it any more).
+func (d *daemon) stop() {
 	if d.scout != nil {
 		d.scout.wait()
 	}
-	d.remote.Flush() // every listener and the scout have stopped: nothing logs through it any more
-	if cerr := d.inv.Compact(); cerr != nil {
-		d.log.WithError(cerr).Warn("inventory journal not folded into the inventory file at stop; the next start reads both")
+	d.remote.Flush()
+	if err := d.inv.Compact(); err != nil {
+		d.log.WithError(err).Warn("inventory journal not folded into the inventory file at stop; the next start reads both")
 	}
-	return err
 }
 
 // setup checks everything that can be wrong before any listener opens, so a bad config or a

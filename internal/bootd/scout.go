@@ -62,8 +62,9 @@ type scout struct {
 	sighted chan sighting  // ARP senders at pool addresses, handled off the socket's read path
 	pool    inventory.Pool // the discovery pool, fixed for the daemon's life
 
-	// jobs are the scout's goroutines besides run (the watch, its sightings, re-probes), which
-	// log through the daemon's limiters: bootd waits for them before it writes their counts.
+	// jobs are the scout's goroutines besides run (the watch, its sightings, re-probes). bootd
+	// waits for them as it stops (daemon.stop): they log through the daemon's limiters, whose
+	// held-back counts it writes next, and write holds to the inventory, which it compacts last.
 	jobs sync.WaitGroup
 }
 
@@ -246,13 +247,7 @@ func (s *scout) squatter(a netip.Addr, mac net.HardwareAddr) {
 	s.mu.Unlock()
 	// Held only if still free: a client that got a meanwhile (and answers at it) is no squatter.
 	h, err := s.d.inv.HoldFreeAddress(a, mac.String(), s.d.cfg.Discovery.LeaseTime)
-	if err != nil {
-		s.d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
-	}
-	if h == inventory.Held {
-		s.d.logSquatter(a, mac, "")
-	}
-	s.d.overShare(mac, a, h)
+	s.d.heldBack(a, mac, "", h, err)
 }
 
 // confirmLater re-probes a, just offered to mac, while the OFFER is on its way. A host found
@@ -280,14 +275,21 @@ func (s *scout) confirmLater(mac string, a netip.Addr) {
 			return
 		}
 		h, err := s.d.inv.HoldAddress(mac, a, squatter.String(), s.d.cfg.Discovery.LeaseTime)
-		if err != nil {
-			s.d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
-		}
-		if h == inventory.Held {
-			s.d.logSquatter(a, squatter, mac)
-		}
-		s.d.overShare(squatter, a, h)
+		s.d.heldBack(a, squatter, mac, h, err)
 	})
+}
+
+// heldBack logs how holding a back on squatter's account (a host found answering ARP at it)
+// went: an error writing the hold, the squatter when held, its MAC when over its share. client is
+// the client a was offered to ("" for none).
+func (d *daemon) heldBack(a netip.Addr, squatter net.HardwareAddr, client string, h inventory.Hold, err error) {
+	if err != nil {
+		d.log.WithError(err).WithField("address", a).Error("hold back an address in use")
+	}
+	if h == inventory.Held {
+		d.logSquatter(a, squatter, client)
+	}
+	d.overShare(squatter, a, h)
 }
 
 // wait waits for the scout's goroutines, once its run and the DHCP server (which starts
