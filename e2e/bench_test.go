@@ -15,8 +15,8 @@ import (
 
 // TestBenchmarksRun runs `make bench`'s two programs once each, small, so that a change which
 // breaks them fails here rather than on the next person to measure: the image build benchmark
-// with one run, and the boot storm with 10 machines, two storms per server (so that each server
-// goes first once; the baseline's control storms too) and an 8 MiB root image. Their figures are
+// with one run, and the boot storm with 10 machines, two storms per server (two pairs, the servers
+// in rotated order; the baseline's control storms too) and an 8 MiB root image. Their figures are
 // not checked (the machine is shared); that every step ran, every machine finished and the
 // report came out, is.
 func TestBenchmarksRun(t *testing.T) {

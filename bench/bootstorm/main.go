@@ -235,10 +235,13 @@ type contender struct {
 
 // turn is the servers in the order they storm in the pair-th pair: the list rotated by one place
 // each pair, so that every server storms in every place of a pair in turn (two servers: first,
-// then second; three: first, second, third), and whatever a storm leaves behind for the next (page
-// cache, load, a warm CPU) or a place in the pair does to a storm falls on each server alike
-// (with five pairs, nearly: places 2, 2 and 1 times). settle does the rest (BENCHMARKS.md, item 16).
-func turn(servers []contender, pair int) []contender {
+// then second; three: first, second, third), and what a place in the pair does to a storm falls
+// on each server alike (with five pairs of three, nearly: a server's places 2, 2 and 1 times).
+// That balances the place only, not what ran just before a storm and left something for it (page
+// cache, load, a warm CPU): over five pairs of three, the storm right after bootd's is the
+// baseline's 3 times and the control's once (bootd's fifth ends the size). settle is there for
+// that (BENCHMARKS.md, item 16).
+func turn[T any](servers []T, pair int) []T {
 	k := pair % len(servers)
 	return append(slices.Clone(servers[k:]), servers[:k]...)
 }
@@ -354,7 +357,7 @@ func addClients(ctx context.Context, lab *vlab.Lab, n int) ([]*client, error) {
 // storm boots the clients at once against a freshly started s and measures; with pcapBase, it
 // records the storm's packets to pcapBase.pcap and its client timeline to pcapBase.timeline.
 func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec clientSpec, pcapBase string) (round, error) {
-	r := round{n: len(clients), load: loadavg()}
+	r := round{n: len(clients)}
 	if err := resetClients(ctx, lab, clients); err != nil {
 		return r, err
 	}
@@ -382,6 +385,7 @@ func storm(ctx context.Context, lab *vlab.Lab, s server, clients []*client, spec
 		}
 	}
 	settle()
+	r.load = loadavg() // what the storm begins under: its server up, the last storm settled
 	before, err := measure(s.Leaders())
 	if err != nil {
 		return r, err

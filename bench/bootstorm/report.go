@@ -17,7 +17,7 @@ type round struct {
 	cpu     time.Duration // server CPU (user + system) during the storm
 	hwm     int64         // server peak RSS, summed over its processes
 	procs   int
-	load    string // the 1-minute load average before the storm: other work on the machine skews figures
+	load    string // the 1-minute load average as the storm began: other work on the machine skews figures
 }
 
 // figures are a round's numbers, as reported.
@@ -190,7 +190,10 @@ const (
 	sideBootd side = iota
 	sideBaseline
 	sideControl
+	sides // how many there are
 )
+
+func (s side) String() string { return [sides]string{"bootd", "baseline", "control"}[s] }
 
 // add files storm r under its side.
 func (res *results) add(r round, s side) {
@@ -203,14 +206,7 @@ func (res *results) add(r round, s side) {
 		res.byN[r.n] = p
 		res.ns = append(res.ns, r.n)
 	}
-	switch s {
-	case sideBootd:
-		p.bootd = append(p.bootd, r)
-	case sideBaseline:
-		p.baseline = append(p.baseline, r)
-	case sideControl:
-		p.control = append(p.control, r)
-	}
+	p[s] = append(p[s], r)
 }
 
 // rssLimit is the target for bootd's peak RSS at the largest storm.
@@ -258,7 +254,7 @@ func rows(atLargestN bool) []row {
 	rss := row{name: "server peak RSS (VmHWM)", value: func(f figures) float64 { return float64(f.RSS) },
 		show: func(v float64) string { return fmt.Sprintf("%.1f MiB", mib(int64(v))) }, peak: true}
 	if atLargestN {
-		rss.target, rss.met = "bootd < 100 MiB", func(v verdict) bool { return v.bootd > 0 && v.bootd < rssLimit }
+		rss.target, rss.met = "bootd < 100 MiB", func(v verdict) bool { return v.subject > 0 && v.subject < rssLimit }
 	}
 	return []row{
 		{name: "time until all N are done", value: dur(func(f figures) time.Duration { return f.Wall }), show: showS, target: noSlower, met: atMost1},
@@ -278,36 +274,38 @@ func rows(atLargestN bool) []row {
 	}
 }
 
-// verdict is one row of one N's table.
+// verdict is one row of one N's table, for one side against the baseline: bootd's, or the
+// control's.
 type verdict struct {
-	bootd, baseline float64   // the median of each server's storms that measured it (peak rows: the largest)
-	ratio           float64   // the median of the pairs' ratios (peak rows: of the largest storms)
-	ratios          []float64 // the pairs' ratios that have a figure on both sides (peak rows: none)
-	dropped         int       // comparisons without one: a side measured nothing (its machines failed)
-	met             bool      // the target is met (no target: true)
+	subject, baseline float64   // the median of each side's storms that measured it (peak rows: the largest)
+	ratio             float64   // the median of the pairs' ratios, subject / baseline (peak rows: of the largest storms)
+	ratios            []float64 // the pairs' ratios that have a figure on both sides (peak rows: none)
+	dropped           int       // comparisons without one: a side measured nothing (its machines failed)
+	met               bool      // the target is met (no target: true)
 }
 
-// judge reads row r off each pair of storms. A storm that measured nothing (0: all its machines
-// failed that phase) is left out of its server's median, and its pair has no ratio. A peak row
-// compares each side's largest storm instead.
-func judge(r row, bootd, baseline []figures) verdict {
+// judge reads row r off each pair of storms, the subject's (bootd's or the control's) against
+// the baseline's. A storm that measured nothing (0: all its machines failed that phase) is left
+// out of its side's median, and its pair has no ratio. A peak row compares each side's largest
+// storm instead.
+func judge(r row, subject, baseline []figures) verdict {
 	var v verdict
-	vb, vl := make([]float64, len(bootd)), make([]float64, len(bootd))
-	for i := range bootd {
-		vb[i], vl[i] = r.value(bootd[i]), r.value(baseline[i])
+	vs, vl := make([]float64, len(subject)), make([]float64, len(subject))
+	for i := range subject {
+		vs[i], vl[i] = r.value(subject[i]), r.value(baseline[i])
 	}
 	if r.peak {
-		v.bootd, v.baseline = slices.Max(vb), slices.Max(vl)
-		v.ratio, v.dropped = ratioOf(v.bootd, v.baseline)
+		v.subject, v.baseline = slices.Max(vs), slices.Max(vl)
+		v.ratio, v.dropped = ratioOf(v.subject, v.baseline)
 	} else {
-		for i := range vb {
-			if rt, none := ratioOf(vb[i], vl[i]); none == 0 {
+		for i := range vs {
+			if rt, none := ratioOf(vs[i], vl[i]); none == 0 {
 				v.ratios = append(v.ratios, rt)
 			} else {
 				v.dropped++
 			}
 		}
-		v.bootd, v.baseline, v.ratio = median(measured(vb)), median(measured(vl)), median(v.ratios)
+		v.subject, v.baseline, v.ratio = median(measured(vs)), median(measured(vl)), median(v.ratios)
 	}
 	v.met = r.met == nil || r.met(v)
 	return v
@@ -325,21 +323,22 @@ func ratioOf(a, b float64) (ratio float64, none int) {
 	return 0, 1
 }
 
-// pairs are one N's storms, each server's in the order they ran: the i-th of each ran side by
-// side (pair i). The control's storms, when the run has them, are the baseline's again.
-type pairs struct {
-	bootd, baseline, control []round
-}
+// pairs are one N's storms, each side's in the order they ran: the i-th of each ran side by side
+// (pair i). The control's storms, when the run has them, are the baseline's again.
+type pairs [sides][]round
 
 // complete keeps the pairs whose storms all ran: a run that stops early reports what it finished,
 // and how many storms it left out.
-func (p pairs) complete() (pairs, int) {
-	n := min(len(p.bootd), len(p.baseline))
-	if len(p.control) > 0 {
-		n = min(n, len(p.control))
+func (p pairs) complete() (kept pairs, left int) {
+	n := min(len(p[sideBootd]), len(p[sideBaseline]))
+	if len(p[sideControl]) > 0 { // a run without the control has none
+		n = min(n, len(p[sideControl]))
 	}
-	kept := pairs{p.bootd[:n], p.baseline[:n], p.control[:min(n, len(p.control))]}
-	return kept, len(p.bootd) + len(p.baseline) + len(p.control) - len(kept.bootd) - len(kept.baseline) - len(kept.control)
+	for s, rs := range p {
+		kept[s] = rs[:min(n, len(rs))]
+		left += len(rs) - len(kept[s])
+	}
+	return kept, left
 }
 
 // measured is the values above 0: the storms that measured a figure.
@@ -378,6 +377,9 @@ func (res results) markdown() string {
 	for _, n := range res.ns {
 		p, left := res.byN[n].complete()
 		unpaired += left
+		if len(p[sideBootd]) == 0 {
+			continue // the run stopped before a size's first pair was complete: no table to draw
+		}
 		misses = append(misses, p.table(&b, n, n == slices.Max(res.ns))...) // RSS is held to its limit at the largest N
 	}
 	if unpaired > 0 {
@@ -395,17 +397,21 @@ func (res results) markdown() string {
 
 // table writes N = n's table to b and returns the targets it missed.
 func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []string) {
-	pairCount := len(p.bootd)
+	pairCount := len(p[sideBootd])
 	fmt.Fprintf(b, "\n### N = %d\n\n", n)
 	if pairCount > 1 {
 		fmt.Fprintf(b, "%d storms per server, the servers taking turns going first. bootd and baseline: the median of their storms; bootd / baseline: the median of the %d pairs' ratios, and their range (peak RSS: the largest storms and their ratio).\n\n", pairCount, pairCount)
 	}
-	hasControl := len(p.control) > 0
-	fmt.Fprintf(b, "Load average (1 min) before each storm: bootd %s; baseline %s", loads(p.bootd), loads(p.baseline))
-	if hasControl {
-		fmt.Fprintf(b, "; control %s", loads(p.control))
+	hasControl := len(p[sideControl]) > 0
+	var load []string
+	var f [sides][]figures
+	for s, rs := range p {
+		if len(rs) > 0 {
+			load = append(load, side(s).String()+" "+loads(rs))
+		}
+		f[s] = figuresOf(rs)
 	}
-	b.WriteString(".\n\n")
+	fmt.Fprintf(b, "Load average (1 min) before each storm: %s.\n\n", strings.Join(load, "; "))
 	if hasControl {
 		b.WriteString("Control / baseline: the baseline stormed once more in each pair (the three taking turns in each place of a pair), and set against the baseline's storm as bootd's is: what the ratio is when both sides are the same server.\n\n")
 	}
@@ -418,19 +424,18 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 	}
 	fmt.Fprintf(b, "| figure | bootd | dnsmasq + nginx | bootd / baseline |%s%s target | met |\n", rangeHead, controlHead)
 	fmt.Fprintf(b, "| --- | ---: | ---: | ---: |%s%s --- | --- |\n", rangeRule, controlRule)
-	fb, fl, fc := figuresOf(p.bootd), figuresOf(p.baseline), figuresOf(p.control)
 	for _, r := range rows(atLargestN) {
-		v := judge(r, fb, fl)
+		v := judge(r, f[sideBootd], f[sideBaseline])
 		rangeCell, controlCell := "", ""
 		if pairCount > 1 {
 			rangeCell = " " + spread(v) + " |" // "—" for a peak row: one comparison, of the largest
 		}
 		var vc verdict
 		if hasControl {
-			vc = judge(r, fc, fl)
+			vc = judge(r, f[sideControl], f[sideBaseline])
 			controlCell = " " + controlOf(vc, pairCount) + " |"
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |%s%s %s | %s |\n", r.name, figureCell(r, v.bootd), figureCell(r, v.baseline), ratioCell(v), rangeCell, controlCell, r.target, metCell(r, v))
+		fmt.Fprintf(b, "| %s | %s | %s | %s |%s%s %s | %s |\n", r.name, figureCell(r, v.subject), figureCell(r, v.baseline), ratioCell(v), rangeCell, controlCell, r.target, metCell(r, v))
 		if !v.met {
 			miss := fmt.Sprintf("N=%d %s: %s, target %s", n, r.name, missed(r, v, pairCount), r.target)
 			if hasControl && !r.peak && vc.hasRatio() {
@@ -439,13 +444,9 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 			misses = append(misses, miss)
 		}
 	}
-	if nb, nl, nc, text := failures(fb, fl, fc); nb+nl+nc > 0 {
-		fmt.Fprintf(b, "\n%s\n", text)
-		miss := fmt.Sprintf("N=%d: failed machines (bootd %d, baseline %d", n, nb, nl)
-		if hasControl {
-			miss += fmt.Sprintf(", control %d", nc)
-		}
-		misses = append(misses, miss+")")
+	if total, each, firstErrs := failures(f); total > 0 {
+		fmt.Fprintf(b, "\nFailed machines, over all storms: %s.%s\n", each, firstErrs)
+		misses = append(misses, fmt.Sprintf("N=%d: failed machines (%s)", n, each))
 	}
 	return misses
 }
@@ -505,7 +506,7 @@ func missed(r row, v verdict, pairCount int) string {
 	var s string
 	switch {
 	case r.peak:
-		s = "bootd " + r.show(v.bootd) + " at its largest"
+		s = "bootd " + r.show(v.subject) + " at its largest"
 	case !v.hasRatio():
 		return fmt.Sprintf("no ratio: a side measured nothing in every pair (%s)", pairsOf(pairCount))
 	case pairCount > 1:
@@ -539,30 +540,28 @@ func loads(rs []round) string {
 	return strings.Join(l, ", ")
 }
 
-// failures counts the machines of each server that did not boot, over every storm, and says so
-// with the first error of each.
-func failures(bootd, baseline, control []figures) (nb, nl, nc int, text string) {
-	count := func(fs []figures) (n int, first error) {
-		for _, f := range fs {
-			n += f.Failed
+// failures counts the machines that did not boot, over every storm: in all, for each side that
+// stormed ("bootd 0, baseline 2", and the control's when the run has it), and the first error of
+// each side that has one (" First error: ….", one after another).
+func failures(f [sides][]figures) (total int, each, firstErrs string) {
+	var counts []string
+	for s, fs := range f {
+		if len(fs) == 0 {
+			continue
+		}
+		var n int
+		var first error
+		for _, x := range fs {
+			n += x.Failed
 			if first == nil {
-				first = f.FirstErr
+				first = x.FirstErr
 			}
 		}
-		return n, first
-	}
-	nb, eb := count(bootd)
-	nl, el := count(baseline)
-	nc, ec := count(control)
-	text = fmt.Sprintf("Failed machines, over all storms: bootd %d, baseline %d", nb, nl)
-	if len(control) > 0 {
-		text += fmt.Sprintf(", control %d", nc)
-	}
-	text += "."
-	for _, err := range []error{eb, el, ec} {
-		if err != nil {
-			text += fmt.Sprintf(" First error: %v.", err)
+		total += n
+		counts = append(counts, fmt.Sprintf("%s %d", side(s), n))
+		if first != nil {
+			firstErrs += fmt.Sprintf(" First error: %v.", first)
 		}
 	}
-	return nb, nl, nc, text
+	return total, strings.Join(counts, ", "), firstErrs
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -133,19 +134,20 @@ func TestTargets(t *testing.T) {
 	}
 }
 
-// storms is a run at N = 2 of pairs of walls (bootd's, the baseline's), the servers taking turns
-// going first as in a run.
-func storms(walls ...[2]float64) results {
+// never is a wall for storms: the storm never ran (the run stopped before it). A wall of 0 is a
+// storm that ran and measured nothing.
+const never = -1
+
+// storms is a run at N = 2 with a pair for each element of walls: the walls, in seconds, of
+// bootd's storm, the baseline's and, given a third, the control's. A pair's storms run in the
+// order turn gives them, as in a run.
+func storms(walls ...[]float64) results {
 	res := results{machine: "test"}
-	for i, w := range walls {
-		bd := round{n: 2, wall: time.Duration(w[0] * float64(time.Second)), load: "0.50"}
-		bl := round{n: 2, wall: time.Duration(w[1] * float64(time.Second)), load: "0.50"}
-		if i%2 == 0 {
-			res.add(bd, sideBootd)
-			res.add(bl, sideBaseline)
-		} else {
-			res.add(bl, sideBaseline)
-			res.add(bd, sideBootd)
+	for pair, w := range walls {
+		for _, s := range turn([]side{sideBootd, sideBaseline, sideControl}[:len(w)], pair) {
+			if w[s] != never {
+				res.add(round{n: 2, wall: time.Duration(w[s] * float64(time.Second)), load: "0.50"}, s)
+			}
 		}
 	}
 	return res
@@ -167,18 +169,18 @@ func rowOf(md, name string) string {
 func TestMedianOfPairs(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
-		walls         [][2]float64 // bootd, baseline
-		missed        string       // what the list of misses says, "" for met
+		walls         [][]float64 // bootd, baseline
+		missed        string      // what the list of misses says, "" for met
 		ratio, spread string
 	}{
-		{"one slow pair of three", [][2]float64{{1.0, 1.1}, {2.0, 2.2}, {3.0, 1.5}}, "", "| 0.91 |", "| 0.91–2.00 |"},
-		{"two slow pairs of three", [][2]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "ratio 2.00 (median of 3 pairs, 0.91–2.20)", "| 2.00 |", "| 0.91–2.20 |"},
-		{"two pairs: the mean of both", [][2]float64{{1.0, 1.1}, {1.32, 1.1}}, "ratio 1.05 (median of 2 pairs, 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
-		{"judged as shown: 1.004 is 1.00", [][2]float64{{1.004, 1.0}}, "", "| 1.00 |", ""},
-		{"judged as shown: 1.006 is 1.01", [][2]float64{{1.006, 1.0}}, "ratio 1.01", "| 1.01 |", ""},
-		{"a pair in which bootd measured nothing", [][2]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 2 pairs, 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
-		{"bootd's storms that measured nothing are not its figure", [][2]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 1 pair, 0.91–0.91); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
-		{"no pair with a figure on both sides", [][2]float64{{0, 1.1}, {1.0, 0}, {0, 1.1}}, "no ratio: a side measured nothing in every pair (3 pairs)", "| 1.00 s | 1.10 s | — |", "| — |"},
+		{"one slow pair of three", [][]float64{{1.0, 1.1}, {2.0, 2.2}, {3.0, 1.5}}, "", "| 0.91 |", "| 0.91–2.00 |"},
+		{"two slow pairs of three", [][]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "ratio 2.00 (median of 3 pairs, 0.91–2.20)", "| 2.00 |", "| 0.91–2.20 |"},
+		{"two pairs: the mean of both", [][]float64{{1.0, 1.1}, {1.32, 1.1}}, "ratio 1.05 (median of 2 pairs, 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
+		{"judged as shown: 1.004 is 1.00", [][]float64{{1.004, 1.0}}, "", "| 1.00 |", ""},
+		{"judged as shown: 1.006 is 1.01", [][]float64{{1.006, 1.0}}, "ratio 1.01", "| 1.01 |", ""},
+		{"a pair in which bootd measured nothing", [][]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 2 pairs, 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
+		{"bootd's storms that measured nothing are not its figure", [][]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 1 pair, 0.91–0.91); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
+		{"no pair with a figure on both sides", [][]float64{{0, 1.1}, {1.0, 0}, {0, 1.1}}, "no ratio: a side measured nothing in every pair (3 pairs)", "| 1.00 s | 1.10 s | — |", "| — |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			md := storms(tc.walls...).markdown()
@@ -217,6 +219,7 @@ func TestPeakRSSAndIncompletePairs(t *testing.T) {
 	}
 	bd := func(n, rss int64) storm { return storm{sideBootd, n, rss} }
 	bl := func(n, rss int64) storm { return storm{sideBaseline, n, rss} }
+	ct := func(n, rss int64) storm { return storm{sideControl, n, rss} }
 	for _, tc := range []struct {
 		name   string
 		storms []storm  // in the order they ran
@@ -239,6 +242,20 @@ func TestPeakRSSAndIncompletePairs(t *testing.T) {
 		}, []string{
 			"| server peak RSS (VmHWM) | 150.0 MiB | 20.0 MiB | 7.50 | — | bootd < 100 MiB | **no** |",
 		}, "- missed: N=4 server peak RSS (VmHWM): bootd 150.0 MiB at its largest, target bootd < 100 MiB"},
+		// A peak row's target is a bound, not a ratio: its miss says nothing of the control.
+		{"over the limit, with the control", []storm{
+			bd(4, 150), bl(4, 20), ct(4, 20),
+		}, []string{
+			"| server peak RSS (VmHWM) | 150.0 MiB | 20.0 MiB | 7.50 | 1.00 | bootd < 100 MiB | **no** |",
+		}, "- missed: N=4 server peak RSS (VmHWM): bootd 150.0 MiB at its largest, target bootd < 100 MiB\n"},
+		// bootd stormed N = 4, and the baseline then failed to start: the report of N = 2 stands.
+		{"the run stopped within a size's first pair", []storm{
+			bd(2, 40), bl(2, 20),
+			bd(4, 50),
+		}, []string{
+			"| server peak RSS (VmHWM) | 40.0 MiB | 20.0 MiB | 2.00 |  | — |",
+			"Left out: 1 storms whose partner did not run",
+		}, ""},
 		{"the baseline measured nothing: bootd's limit still holds", []storm{
 			bd(4, 50), bl(4, 0),
 		}, []string{
@@ -273,16 +290,11 @@ func TestTableColumns(t *testing.T) {
 	}{{1, false}, {3, false}, {1, true}, {3, true}} {
 		pairCount := tc.pairCount
 		t.Run(fmt.Sprintf("%d pairs, control %v", pairCount, tc.control), func(t *testing.T) {
-			var walls [][2]float64
-			var triples [][3]float64
-			for range pairCount {
-				walls, triples = append(walls, [2]float64{1, 1}), append(triples, [3]float64{1, 1, 1})
-			}
-			res := storms(walls...)
+			pair := []float64{1, 1}
 			if tc.control {
-				res = controlled(triples...)
+				pair = append(pair, 1)
 			}
-			md := res.markdown()
+			md := storms(slices.Repeat([][]float64{pair}, pairCount)...).markdown()
 			cells := -1
 			for _, line := range strings.Split(md, "\n") {
 				if !strings.HasPrefix(line, "|") {
@@ -305,44 +317,32 @@ func TestTableColumns(t *testing.T) {
 	}
 }
 
-// controlled is a run at N = 2 of triples of walls (bootd's, the baseline's, the control's), in
-// the order turn gives them; a wall of 0 is a storm that never ran (the run stopped before it).
-func controlled(walls ...[3]float64) results {
-	res := results{machine: "test"}
-	for i, w := range walls {
-		order := []side{sideBootd, sideBaseline, sideControl}
-		k := i % 3
-		for _, s := range append(order[k:], order[:k]...) {
-			if w[s] > 0 {
-				res.add(round{n: 2, wall: time.Duration(w[s] * float64(time.Second)), load: "0.50"}, s)
-			}
-		}
-	}
-	return res
-}
-
 // The control is judged against the baseline as bootd is: its column holds the median of its
 // pairs' ratios and their range, a miss of bootd's says what the control measured on that row,
 // and a run stopped before a pair's control ran leaves that pair out.
 func TestControl(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		walls   [][3]float64 // bootd, baseline, control
-		row     string       // the wall row, from bootd / baseline on
-		missed  string       // the miss's text, "" for met
-		leftOut int          // storms without all their partners
+		walls   [][]float64 // bootd, baseline, control
+		row     string      // the wall row, from bootd / baseline on
+		missed  string      // the miss's text, "" for met
+		leftOut int         // storms without all their partners
 	}{
-		{"bootd within the control's spread", [][3]float64{{1.05, 1.0, 1.1}, {1.0, 1.0, 0.9}, {1.1, 1.0, 1.0}},
+		{"bootd within the control's spread", [][]float64{{1.05, 1.0, 1.1}, {1.0, 1.0, 0.9}, {1.1, 1.0, 1.0}},
 			"| 1.05 | 1.00–1.10 | 1.00 (0.90–1.10) | ≤ 1.00 (no slower) | **no** |",
 			"ratio 1.05 (median of 3 pairs, 1.00–1.10), target ≤ 1.00 (no slower); the baseline against itself: 1.00 (0.90–1.10)", 0},
-		{"bootd faster", [][3]float64{{0.5, 1.0, 1.2}, {0.5, 1.0, 1.0}, {0.5, 1.0, 0.8}},
+		{"bootd faster", [][]float64{{0.5, 1.0, 1.2}, {0.5, 1.0, 1.0}, {0.5, 1.0, 0.8}},
 			"| 0.50 | 0.50–0.50 | 1.00 (0.80–1.20) | ≤ 1.00 (no slower) | yes |", "", 0},
 		// The second pair runs baseline, control, bootd: stopped after its baseline.
-		{"the run stopped in the second pair", [][3]float64{{0.5, 1.0, 1.2}, {0, 1.0, 0}},
+		{"the run stopped in the second pair", [][]float64{{0.5, 1.0, 1.2}, {never, 1.0, never}},
 			"| 0.50 | 1.20 | ≤ 1.00 (no slower) | yes |", "", 1},
+		// The fourth pair runs bootd, baseline, control: stopped after its baseline, so the control
+		// alone bounds the pairs, and bootd's 2.0 is left out with the baseline's storm beside it.
+		{"the run stopped before the fourth pair's control", [][]float64{{0.5, 1.0, 1.2}, {0.5, 1.0, 1.0}, {0.5, 1.0, 0.8}, {2.0, 1.0, never}},
+			"| 0.50 | 0.50–0.50 | 1.00 (0.80–1.20) | ≤ 1.00 (no slower) | yes |", "", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			md := controlled(tc.walls...).markdown()
+			md := storms(tc.walls...).markdown()
 			if line := rowOf(md, "time until all N are done"); !strings.Contains(line, tc.row) {
 				t.Errorf("row %q, want it to hold %q", line, tc.row)
 			}
@@ -354,6 +354,22 @@ func TestControl(t *testing.T) {
 				t.Errorf("want %q: %v\n%s", left, tc.leftOut > 0, md)
 			}
 		})
+	}
+}
+
+// Machines that failed in the control's storms alone are the control's, in the report and in
+// the misses.
+func TestControlFailures(t *testing.T) {
+	res := storms([]float64{1, 1, never})
+	res.add(round{n: 2, wall: time.Second, load: "0.50", clients: []clientResult{{Err: errors.New("no offer")}, {Err: errors.New("no ack")}}}, sideControl)
+	md := res.markdown()
+	for _, want := range []string{
+		"\nFailed machines, over all storms: bootd 0, baseline 0, control 2. First error: no offer.\n",
+		"\n- missed: N=2: failed machines (bootd 0, baseline 0, control 2)\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q\n%s", want, md)
+		}
 	}
 }
 
