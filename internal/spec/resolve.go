@@ -243,14 +243,15 @@ func checkRepoArch(p *Plan, site *Site) error {
 			if err != nil {
 				continue // checked at load
 			}
-			other := slices.IndexFunc(strings.Split(u.Path, "/"), func(seg string) bool {
+			segs := strings.Split(u.Path, "/")
+			other := slices.IndexFunc(segs, func(seg string) bool {
 				return seg != p.Image.Arch && slices.Contains(arches, seg)
 			})
 			if other < 0 {
 				continue
 			}
 			msg := "repo %q is for %s (its baseurl says so), but image %s is %s: give this image a layer, or a site mirror, for its own architecture"
-			args := []any{r.ID, strings.Split(u.Path, "/")[other], p.Image.Name, p.Image.Arch}
+			args := []any{r.ID, segs[other], p.Image.Name, p.Image.Arch}
 			if o, ok := site.override(r.ID); ok && o.BaseURL != nil {
 				key := "repos." + r.ID + ".baseurl"
 				return errorAt(site.path, site.paths, key, key, msg, args...)
