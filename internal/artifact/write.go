@@ -47,7 +47,7 @@ func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) 
 	if err := fill(tmp, &m, srcDir); err != nil {
 		return "", fmt.Errorf("write image %s/%s: %w", m.Name, m.Version, err)
 	}
-	if err := publish(tmp, final, imagesDir); err != nil {
+	if err := publish(tmp, final); err != nil {
 		return "", fmt.Errorf("write image %s/%s: %w", m.Name, m.Version, err)
 	}
 	return final, nil
@@ -61,8 +61,10 @@ const (
 	fileMode fs.FileMode = 0o644
 )
 
-// mkdirAll is os.MkdirAll giving every directory it creates dirMode whatever the umask. A
-// directory that exists keeps its mode: an admin may have restricted the images directory.
+// mkdirAll is os.MkdirAll giving every directory it creates dirMode whatever the umask, and
+// syncing the parent of each: a version published under a new images directory must not lose
+// the directories above it in a crash. A directory that exists keeps its mode: an admin may
+// have restricted the images directory.
 func mkdirAll(dir string) error {
 	err := os.Mkdir(dir, dirMode)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -78,8 +80,14 @@ func mkdirAll(dir string) error {
 	if err != nil {
 		return err
 	}
-	return os.Chmod(dir, dirMode)
+	if err := os.Chmod(dir, dirMode); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
 }
+
+// syncDir is atomicfile.SyncDir; a variable so that tests can see which directories are synced.
+var syncDir = atomicfile.SyncDir
 
 // create makes a new file of the version with fileMode whatever the umask.
 func create(path string) (*os.File, error) {
@@ -149,7 +157,7 @@ func fill(tmp string, m *Manifest, srcDir string) error {
 	if err := writeManifest(tmp, *m); err != nil {
 		return err
 	}
-	return atomicfile.SyncDir(tmp)
+	return syncDir(tmp)
 }
 
 // copyFile copies a regular file and hashes the bytes as they are written.
@@ -203,10 +211,9 @@ func writeManifest(dir string, m Manifest) error {
 	return nil
 }
 
-// publish renames tmp to final and syncs the parents so the new entries
-// survive a crash. The images dir is synced too, because the name directory
-// may have just been created.
-func publish(tmp, final, imagesDir string) error {
+// publish renames tmp to final and syncs their directory so that the new entry survives a
+// crash (mkdirAll synced the directories above it when it made them).
+func publish(tmp, final string) error {
 	if err := renameNoReplace(tmp, final); err != nil {
 		if errors.Is(err, ErrExists) {
 			return fmt.Errorf("%s: %w", final, ErrExists)
@@ -215,10 +222,7 @@ func publish(tmp, final, imagesDir string) error {
 	}
 	// After the rename the version is visible; a failed sync now means it
 	// may not survive a crash, which the caller must hear about.
-	if err := atomicfile.SyncDir(filepath.Dir(final)); err != nil {
-		return fmt.Errorf("published %s but: %w", final, err)
-	}
-	if err := atomicfile.SyncDir(imagesDir); err != nil {
+	if err := syncDir(filepath.Dir(final)); err != nil {
 		return fmt.Errorf("published %s but: %w", final, err)
 	}
 	return nil

@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/labcluster/gpucluster/internal/atomicfile"
 	"github.com/labcluster/gpucluster/internal/golden"
+	"github.com/labcluster/gpucluster/internal/testhook"
 )
 
 func TestWriteRoundTrip(t *testing.T) {
@@ -88,6 +90,43 @@ func TestWriteIgnoresUmask(t *testing.T) {
 		if fi.Mode() != want[p] {
 			t.Errorf("%s: %v, want %v", p, fi.Mode(), want[p])
 		}
+	}
+}
+
+// Every directory entry a published version depends on is synced: the parent of each
+// directory Write made (up to one that existed), the filled temporary directory, and the
+// directory it was renamed into. A crash after Write returns loses none of them.
+func TestWriteSyncsWhatItMade(t *testing.T) {
+	root := t.TempDir()
+	images := filepath.Join(root, "made", "images")
+	tests := []struct {
+		name, version string
+		want          []string // relative to root; <tmp> is the version's temporary directory
+	}{
+		{"into a new images directory", "1",
+			[]string{".", "made", "made/images", "<tmp>", "made/images/compute"}},
+		{"beside a version", "2",
+			[]string{"<tmp>", "made/images/compute"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var synced []string
+			testhook.Set(t, &syncDir, func(dir string) error {
+				rel, err := filepath.Rel(root, dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.HasPrefix(filepath.Base(rel), "."+tt.version+tmpInfix) {
+					rel = "<tmp>"
+				}
+				synced = append(synced, rel)
+				return atomicfile.SyncDir(dir)
+			})
+			writeImage(t, images, testManifest("compute", tt.version))
+			if !slices.Equal(synced, tt.want) {
+				t.Errorf("synced %q, want %q", synced, tt.want)
+			}
+		})
 	}
 }
 
