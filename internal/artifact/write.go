@@ -62,9 +62,10 @@ const (
 )
 
 // mkdirAll is os.MkdirAll giving every directory it creates dirMode whatever the umask, and
-// syncing the parent of each: a version published under a new images directory must not lose
-// the directories above it in a crash. A directory that exists keeps its mode: an admin may
-// have restricted the images directory.
+// syncing the parent of every directory it reaches, made or found: a version must not lose the
+// directories above it in a crash, and one found may have been made a moment ago by another
+// writer that has not synced it yet. A directory that exists keeps its mode: an admin may have
+// restricted the images directory.
 func mkdirAll(dir string) error {
 	err := os.Mkdir(dir, dirMode)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -72,15 +73,15 @@ func mkdirAll(dir string) error {
 			err = os.Mkdir(dir, dirMode)
 		}
 	}
-	if errors.Is(err, fs.ErrExist) {
+	switch {
+	case err == nil:
+		err = os.Chmod(dir, dirMode)
+	case errors.Is(err, fs.ErrExist):
 		if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
-			return nil
+			err = nil
 		}
 	}
 	if err != nil {
-		return err
-	}
-	if err := os.Chmod(dir, dirMode); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(dir))
@@ -212,7 +213,7 @@ func writeManifest(dir string, m Manifest) error {
 }
 
 // publish renames tmp to final and syncs their directory so that the new entry survives a
-// crash (mkdirAll synced the directories above it when it made them).
+// crash (mkdirAll synced the directories above it).
 func publish(tmp, final string) error {
 	if err := renameNoReplace(tmp, final); err != nil {
 		if errors.Is(err, ErrExists) {
