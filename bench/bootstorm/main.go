@@ -65,9 +65,6 @@ func main() {
 		err = fmt.Errorf("--repeat %d: want at least 1 storm per server and N", *repeat)
 	}
 	if err == nil {
-		schedulePerMachine(sizes)
-	}
-	if err == nil {
 		err = checkEnv(*bootdBin)
 	}
 	if err != nil {
@@ -104,13 +101,16 @@ type options struct {
 	pcap    string // directory for per-storm packet captures, or ""
 }
 
-// schedulePerMachine gives the process a P per machine (and some for the rest): the machines are
-// separate PCs, so the kernel must share the CPUs between them as between processes. With a P
-// per core, one machine's download loop (which seldom blocks) keeps its P for Go's 10 ms time
-// slice while another machine's TFTP ACK or DHCP REQUEST waits for it, and the figures measure
-// the client's scheduler, not the server.
-func schedulePerMachine(sizes []int) {
-	runtime.GOMAXPROCS(max(runtime.NumCPU(), slices.Max(sizes)+8))
+// schedulePerMachine gives the process a P per machine of a storm of n (and some for the rest):
+// the machines are separate PCs, so the kernel must share the CPUs between them as between
+// processes. With a P per core, one machine's download loop (which seldom blocks) keeps its P
+// for Go's 10 ms time slice while another machine's TFTP ACK or DHCP REQUEST waits for it, and
+// the figures measure the client's scheduler, not the server. Set per storm size, not once for
+// the run's largest: Go's collector runs a quarter of the Ps as mark workers, so a storm of 10
+// beside one of 200 had 52 of the client's threads contending for the two cores at each
+// collection (BENCHMARKS.md, item 17).
+func schedulePerMachine(n int) {
+	runtime.GOMAXPROCS(max(runtime.NumCPU(), n+8))
 }
 
 func parseSizes(s string) ([]int, error) {
@@ -210,6 +210,7 @@ func run(ctx context.Context, o options) (report string, err error) {
 			return res.markdown(), err
 		}
 		up = n
+		schedulePerMachine(n)
 		for pair := range o.repeat {
 			for _, s := range turn(servers, pair) {
 				if err := ctx.Err(); err != nil {
