@@ -3,6 +3,7 @@ package httpd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -222,50 +223,63 @@ func TestCopierWaitIsBounded(t *testing.T) {
 	}
 }
 
-// Serve returns once the requests in flight have ended, not as soon as shutting down begins:
-// bootd's stop (and a test's restore of a hooked variable) comes after the last download's call.
+// Serve returns once the requests in flight have ended, not as soon as shutting down begins,
+// whether a stop or a failed listener begins it: bootd's stop (and a test's restore of a hooked
+// variable) comes after the last download's call, and the Flush of the held-back log lines after
+// the last line.
 func TestServeWaitsForDownloads(t *testing.T) {
-	inCall, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
-		once.Do(func() { close(inCall); <-release })
-		return unix.Sendfile(dst, src, off, n)
-	})
-	releaseCopier := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(releaseCopier) // a failed test leaves no copier stuck in the hook for the next test
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte("k"), 1<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr, cancel, served := startLoopback(t, dir)
-	got := make(chan int64, 1)
-	go func() {
-		resp, err := http.Get("http://" + addr + "/images/compute/1/vmlinuz")
-		if err != nil {
-			got <- -1
-			return
-		}
-		defer resp.Body.Close()
-		n, _ := io.Copy(io.Discard, resp.Body)
-		got <- n
-	}()
-	select {
-	case <-inCall:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the download never reached sendfile")
-	}
-	cancel()
-	select {
-	case err := <-served:
-		t.Fatalf("Serve returned (%v) while a download was in flight", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	releaseCopier()
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
-	if n := <-got; n != 1<<20 {
-		t.Errorf("the download in flight got %d of %d bytes", n, 1<<20)
+	for _, tc := range []struct {
+		name    string
+		end     func(stop context.CancelFunc, ln net.Listener)
+		wantErr error
+	}{
+		{"stopped", func(stop context.CancelFunc, _ net.Listener) { stop() }, nil},
+		{"listener failed", func(_ context.CancelFunc, ln net.Listener) { ln.Close() }, net.ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inCall, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
+				once.Do(func() { close(inCall); <-release })
+				return unix.Sendfile(dst, src, off, n)
+			})
+			releaseCopier := sync.OnceFunc(func() { close(release) })
+			t.Cleanup(releaseCopier) // a failed test leaves no copier stuck in the hook for the next test
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte("k"), 1<<20), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ln, stop, served := startLoopback(t, dir)
+			got := make(chan int64, 1)
+			go func() {
+				resp, err := http.Get("http://" + ln.Addr().String() + "/images/compute/1/vmlinuz")
+				if err != nil {
+					got <- -1
+					return
+				}
+				defer resp.Body.Close()
+				n, _ := io.Copy(io.Discard, resp.Body)
+				got <- n
+			}()
+			select {
+			case <-inCall:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the download never reached sendfile")
+			}
+			tc.end(stop, ln)
+			select {
+			case err := <-served:
+				t.Fatalf("Serve returned (%v) while a download was in flight", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			releaseCopier()
+			if err := <-served; !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Fatalf("Serve: %v, want %v", err, tc.wantErr)
+			}
+			if n := <-got; n != 1<<20 {
+				t.Errorf("the download in flight got %d of %d bytes", n, 1<<20)
+			}
+		})
 	}
 }
 
@@ -282,7 +296,8 @@ func TestServeCutsStalledDownloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, cancel, served := startLoopback(t, dir)
+	ln, cancel, served := startLoopback(t, dir)
+	addr := ln.Addr().String()
 	c, err := net.Dial("tcp4", addr)
 	if err != nil {
 		t.Fatal(err)

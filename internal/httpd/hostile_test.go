@@ -41,19 +41,19 @@ func serveLoopback(t *testing.T) string {
 // serveLoopbackFrom is serveLoopback with the files of dir.
 func serveLoopbackFrom(t *testing.T, dir string) string {
 	t.Helper()
-	addr, cancel, served := startLoopback(t, dir)
+	ln, cancel, served := startLoopback(t, dir)
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
 			t.Error(err)
 		}
 	})
-	return addr
+	return ln.Addr().String()
 }
 
-// startLoopback runs the real Serve with the files of dir on 127.0.0.1 until cancel (at the
-// latest when the test ends); served receives what Serve returned.
-func startLoopback(t *testing.T, dir string) (addr string, cancel context.CancelFunc, served <-chan error) {
+// startLoopback runs the real Serve with the files of dir on a listener on 127.0.0.1 until cancel
+// (at the latest when the test ends); served receives what Serve returned.
+func startLoopback(t *testing.T, dir string) (ln net.Listener, cancel context.CancelFunc, served <-chan error) {
 	t.Helper()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
@@ -61,7 +61,7 @@ func startLoopback(t *testing.T, dir string) (addr string, cancel context.Cancel
 }
 
 // startServing is startLoopback for a Server of the test's making.
-func startServing(t *testing.T, s *Server) (addr string, cancel context.CancelFunc, served <-chan error) {
+func startServing(t *testing.T, s *Server) (ln net.Listener, cancel context.CancelFunc, served <-chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -71,7 +71,7 @@ func startServing(t *testing.T, s *Server) (addr string, cancel context.CancelFu
 	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	return ln.Addr().String(), cancel, done
+	return ln, cancel, done
 }
 
 // send writes req on a new connection and returns the status line of the answer ("" when the
@@ -163,7 +163,8 @@ func TestRefusalsAreRateLimited(t *testing.T) {
 func TestStopCountsHeldBackRefusals(t *testing.T) {
 	log, hook := logtest.NewNullLogger()
 	s := New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, t.TempDir()}, anyNodes{}, log)
-	addr, cancel, served := startServing(t, s)
+	ln, cancel, served := startServing(t, s)
+	addr := ln.Addr().String()
 	for range 5 {
 		if resp, _ := get(t, "http://"+addr+"/api/v1/node/overlay"); resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("overlay: %s, want 403", resp.Status)

@@ -126,8 +126,9 @@ func limitBodies(h http.Handler) http.Handler {
 	})
 }
 
-// Serve answers on ln until ctx is done, and then writes the counts of the refusals its rate limit
-// held back. Timeouts on headers, bodies and idle connections keep slow or stalled clients from
+// Serve answers on ln until ctx is done or ln fails, lets the requests in flight end, and then
+// writes the counts of the refusals its rate limit held back; it returns ln's failure, or nil
+// after ctx. Timeouts on headers, bodies and idle connections keep slow or stalled clients from
 // holding the server; a file download must keep moving (progress.go) instead of a write timeout
 // for the whole response, since images are large.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
@@ -141,6 +142,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          nil,
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	shutDown := make(chan struct{})
 	go func() {
 		defer close(shutDown)
@@ -151,12 +154,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			_ = srv.Close() // downloads still running after the grace are cut
 		}
 	}()
-	if err := srv.Serve(bulkListener{ln}); !errors.Is(err, http.ErrServerClosed) {
-		return err
+	err := srv.Serve(bulkListener{ln})
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	} else {
+		// The listener failed: the requests in flight end as at a stop, so that none logs after
+		// the Flush.
+		stop()
 	}
 	// net/http's Serve returns as soon as Shutdown begins. Shutdown returns once the requests in
 	// flight have ended, or after shutdownGrace with their connections closed: a copier then still
 	// inside sendfile ends on its own, after Serve.
 	<-shutDown
-	return nil
+	return err
 }

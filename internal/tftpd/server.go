@@ -102,6 +102,10 @@ func (s *service) serve(ctx context.Context, conn *net.UDPConn) error {
 		conn.Close() // Shutdown closes it only once Serve has taken it, which a quick cancel beats
 		return nil
 	case err := <-done:
+		// pin/tftp (v3.2.0) fails only before its first read, with no transfer to wait for, and
+		// hands read errors to the hook; Shutdown still waits for any, so that none logs after
+		// the Flush, should a later version fail later.
+		ts.Shutdown()
 		conn.Close()
 		return fmt.Errorf("tftp serve: %w", err)
 	}
