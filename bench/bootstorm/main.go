@@ -8,10 +8,11 @@
 // get as far as the root image: DHCP DISCOVER/OFFER/REQUEST/ACK with vendor class
 // PXEClient:Arch:00000 over a raw socket (nclient4), TFTP of the boot file the ACK names
 // (undionly.kpxe), then HTTP of the image's kernel, initramfs and root file system (an artifact
-// written with internal/artifact, its rootfs random data). Each N is stormed --repeat times per
-// server, the servers taking turns going first, and the report holds each figure's median: a
-// storm of 10 lasts about a second, and one storm's ratio to the baseline ranged over 0.8–1.3
-// for one build on a shared 2-core machine (BENCHMARKS.md, item 15). The clients all live in
+// written with internal/artifact, its rootfs random data). Each N is stormed in pairs (one storm
+// per server, the servers taking turns going first; by default 30 pairs at N = 10, 6 at 50, 5 at
+// 200: --repeat), and the report holds each figure's median: a storm of 10 lasts about a second,
+// and one storm's ratio to the baseline ranged over 0.8–1.3 for one build on a shared 2-core
+// machine (BENCHMARKS.md, items 15 and 17). The clients all live in
 // this one process: a goroutine per machine creates its sockets from a thread switched into the
 // machine's namespace, so 200 machines cost 200 namespaces but no processes.
 //
@@ -19,7 +20,7 @@
 // linux-image-amd64, busybox-static). All traffic stays inside the namespaces it creates, and it
 // removes them and every process it started when it ends, also on error or Ctrl-C.
 //
-//	go run ./bench/bootstorm --bootd bin/bootd [--n 10,50,200] [--repeat 5] [--rootfs-mib 256] [--out FILE]
+//	go run ./bench/bootstorm --bootd bin/bootd [--n 10,50,200] [--repeat PAIRS] [--rootfs-mib 256] [--out FILE]
 package main
 
 import (
@@ -56,13 +57,13 @@ func main() {
 		ping      = flag.Bool("dnsmasq-ping", false, "leave dnsmasq's ICMP check before an offer on (3 s per new client, serial)")
 		keep      = flag.Bool("keep", false, "keep the work directory (logs of every server) instead of removing it")
 		pcap      = flag.String("pcap", "", "record each storm's DHCP, TFTP and ARP packets on the bridge (tcpdump) into this directory, as N<n>-<server>[-<pair>].pcap")
-		repeat    = flag.Int("repeat", 5, "storms per server and N; the report holds each figure's median (the servers take turns going first)")
+		repeat    = flag.Int("repeat", 0, "storms per server and N (pairs); the report holds each figure's median (the servers take turns going first). 0: as many as 300 machines' boots need, from 5 to 30 (30 at N = 10, 6 at 50, 5 at 200)")
 		control   = flag.Bool("control", true, "storm the baseline twice in each pair: its ratio to itself shows how far a ratio strays when nothing differs")
 	)
 	flag.Parse()
 	sizes, err := parseSizes(*ns)
-	if err == nil && *repeat < 1 {
-		err = fmt.Errorf("--repeat %d: want at least 1 storm per server and N", *repeat)
+	if err == nil && *repeat < 0 {
+		err = fmt.Errorf("--repeat %d: want at least 1 storm per server and N, or 0 for the default", *repeat)
 	}
 	if err == nil {
 		err = checkEnv(*bootdBin)
@@ -92,7 +93,7 @@ type options struct {
 	bootd  string
 	sizes  []int
 	rootfs int64
-	repeat int // storms per server and N
+	repeat int // storms per server and N, or 0: pairsFor
 	// control adds a second baseline storm to each pair, judged against the first as bootd is:
 	// an A/A comparison, whose ratios are the noise of this machine.
 	control bool
@@ -211,16 +212,16 @@ func run(ctx context.Context, o options) (report string, err error) {
 		}
 		up = n
 		schedulePerMachine(n)
-		for pair := range o.repeat {
+		for pair := range o.pairs(n) {
 			for _, s := range turn(servers, pair) {
 				if err := ctx.Err(); err != nil {
 					return res.markdown(), err
 				}
 				r, err := storm(ctx, lab, s, clients[:n], spec, o.pcapBase(n, s, pair))
 				if err != nil {
-					return res.markdown(), fmt.Errorf("N=%d %s, storm %d of %d: %w", n, s.Name(), pair+1, o.repeat, err)
+					return res.markdown(), fmt.Errorf("N=%d %s, storm %d of %d: %w", n, s.Name(), pair+1, o.pairs(n), err)
 				}
-				fmt.Fprintf(os.Stderr, "bootstorm: N=%d %s (%d of %d): %s\n", n, s.Name(), pair+1, o.repeat, r.summary())
+				fmt.Fprintf(os.Stderr, "bootstorm: N=%d %s (%d of %d): %s\n", n, s.Name(), pair+1, o.pairs(n), r.summary())
 				res.add(r, s.side)
 			}
 		}
@@ -247,6 +248,22 @@ func turn[T any](servers []T, pair int) []T {
 	return append(slices.Clone(servers[k:]), servers[:k]...)
 }
 
+// pairs is how many storms each server makes at N = n: --repeat, or by default pairsFor(n).
+func (o options) pairs(n int) int {
+	if o.repeat > 0 {
+		return o.repeat
+	}
+	return pairsFor(n)
+}
+
+// pairsFor is the default number of pairs at N = n: enough that each side's storms boot about 300
+// machines, from 5 to 30. A figure's noise is a storm's: at N = 10, runs of five or six pairs
+// put bootd / control anywhere in 0.93–1.17, thirty pairs in 0.97–1.02 (BENCHMARKS.md, item 17);
+// a storm of 200 averages over its machines, and five pairs of it take six minutes.
+func pairsFor(n int) int {
+	return min(max(5, (300+n-1)/n), 30)
+}
+
 // pcapBase is where storm pair of server s at N = n records its packets (without suffix), or ""
 // when not recording.
 func (o options) pcapBase(n int, s server, pair int) string {
@@ -254,7 +271,7 @@ func (o options) pcapBase(n int, s server, pair int) string {
 		return ""
 	}
 	name := fmt.Sprintf("N%d-%s", n, strings.ReplaceAll(s.Name(), "+", "-"))
-	if o.repeat > 1 {
+	if o.pairs(n) > 1 {
 		name += fmt.Sprintf("-%d", pair+1)
 	}
 	return filepath.Join(o.pcap, name)

@@ -425,3 +425,23 @@ func TestParseSizes(t *testing.T) {
 		})
 	}
 }
+
+func TestPairs(t *testing.T) {
+	for _, tc := range []struct {
+		repeat, n, want int
+	}{
+		{0, 10, 30}, // 300 machines' boots
+		{0, 50, 6},
+		{0, 200, 5},
+		{0, 7, 30},  // at most 30
+		{0, 240, 5}, // at least 5
+		{3, 10, 3},  // --repeat decides
+		{3, 200, 3},
+	} {
+		t.Run(fmt.Sprintf("repeat %d N %d", tc.repeat, tc.n), func(t *testing.T) {
+			if got := (options{repeat: tc.repeat}).pairs(tc.n); got != tc.want {
+				t.Errorf("%d pairs, want %d", got, tc.want)
+			}
+		})
+	}
+}
