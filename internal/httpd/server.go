@@ -143,7 +143,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          nil,
 	}
 	ctx, stop := context.WithCancel(ctx)
-	defer stop()
 	shutDown := make(chan struct{})
 	go func() {
 		defer close(shutDown)
@@ -155,16 +154,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 	err := srv.Serve(bulkListener{ln})
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	} else {
-		// The listener failed: the requests in flight end as at a stop, so that none logs after
-		// the Flush.
-		stop()
-	}
-	// net/http's Serve returns as soon as Shutdown begins. Shutdown returns once the requests in
-	// flight have ended, or after shutdownGrace with their connections closed: a copier then still
-	// inside sendfile ends on its own, after Serve.
+	// net/http's Serve returns as soon as Shutdown begins, or when the listener fails; either way
+	// the requests in flight end as at a stop, so that none logs after the Flush. Shutdown returns
+	// once they have ended, or after shutdownGrace with their connections closed: a copier then
+	// still inside sendfile ends on its own, after Serve.
+	stop()
 	<-shutDown
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
 	return err
 }
