@@ -273,8 +273,13 @@ func TestServeWaitsForDownloads(t *testing.T) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			releaseCopier()
-			if err := <-served; !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
-				t.Fatalf("Serve: %v, want %v", err, tc.wantErr)
+			select {
+			case err := <-served:
+				if !errors.Is(err, tc.wantErr) { // errors.Is(err, nil): err == nil
+					t.Fatalf("Serve: %v, want %v", err, tc.wantErr)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve still running 10 s after the download in flight was let go")
 			}
 			if n := <-got; n != 1<<20 {
 				t.Errorf("the download in flight got %d of %d bytes", n, 1<<20)
