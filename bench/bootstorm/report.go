@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,18 +221,47 @@ type row struct {
 	show   func(float64) string
 	peak   bool // the largest of the storms, not their median (peak RSS)
 	target string
-	met    func(verdict) bool
+	judge  func(verdict) outcome
 }
+
+// outcome is how a figure fared against its target.
+type outcome int
+
+const (
+	noTarget outcome = iota
+	met
+	// missedInNoise: the median of the pairs' ratios misses, but the interval that holds the
+	// true median with the run's confidence reaches the target, so the run cannot tell the
+	// miss from noise. More pairs narrow the interval (--repeat).
+	missedInNoise
+	missed
+)
 
 // ratioAtMost and ratioAtLeast hold the ratio bootd / baseline, as the report shows it (two
 // decimals), to a bound; a pair without a figure on one side misses it. Judged as shown: a ratio
 // of 1.004 would otherwise read "1.00, missed", for a difference a run cannot tell from noise.
-func ratioAtMost(bound float64) func(verdict) bool {
-	return func(v verdict) bool { return v.dropped == 0 && shown(v.ratio) <= bound }
+func ratioAtMost(bound float64) func(verdict) outcome {
+	return ratioWithin(func(ratio float64) bool { return ratio <= bound })
 }
 
-func ratioAtLeast(bound float64) func(verdict) bool {
-	return func(v verdict) bool { return v.dropped == 0 && shown(v.ratio) >= bound }
+func ratioAtLeast(bound float64) func(verdict) outcome {
+	return ratioWithin(func(ratio float64) bool { return ratio >= bound })
+}
+
+// ratioWithin judges the median of the pairs' ratios, and a miss by whether either end of its
+// interval meets the target.
+func ratioWithin(ok func(ratio float64) bool) func(verdict) outcome {
+	return func(v verdict) outcome {
+		switch {
+		case v.dropped > 0 || !v.hasRatio():
+			return missed
+		case ok(shown(v.ratio)):
+			return met
+		case ok(shown(v.lo)) || ok(shown(v.hi)):
+			return missedInNoise
+		}
+		return missed
+	}
 }
 
 // shown is a ratio as the report prints it: the same formatting, so that rounding cannot differ
@@ -254,21 +284,26 @@ func rows(atLargestN bool) []row {
 	rss := row{name: "server peak RSS (VmHWM)", value: func(f figures) float64 { return float64(f.RSS) },
 		show: func(v float64) string { return fmt.Sprintf("%.1f MiB", mib(int64(v))) }, peak: true}
 	if atLargestN {
-		rss.target, rss.met = "bootd < 100 MiB", func(v verdict) bool { return v.subject > 0 && v.subject < rssLimit }
+		rss.target, rss.judge = "bootd < 100 MiB", func(v verdict) outcome {
+			if v.subject > 0 && v.subject < rssLimit {
+				return met
+			}
+			return missed
+		}
 	}
 	return []row{
-		{name: "time until all N are done", value: dur(func(f figures) time.Duration { return f.Wall }), show: showS, target: noSlower, met: atMost1},
-		{name: "DHCP latency p50 (DISCOVER → ACK)", value: dur(func(f figures) time.Duration { return f.DHCP50 }), show: showMS, target: noSlower, met: atMost1},
-		{name: "DHCP latency p99", value: dur(func(f figures) time.Duration { return f.DHCP99 }), show: showMS, target: noSlower, met: atMost1},
+		{name: "time until all N are done", value: dur(func(f figures) time.Duration { return f.Wall }), show: showS, target: noSlower, judge: atMost1},
+		{name: "DHCP latency p50 (DISCOVER → ACK)", value: dur(func(f figures) time.Duration { return f.DHCP50 }), show: showMS, target: noSlower, judge: atMost1},
+		{name: "DHCP latency p99", value: dur(func(f figures) time.Duration { return f.DHCP99 }), show: showMS, target: noSlower, judge: atMost1},
 		{name: "of which DISCOVER → OFFER, p50", value: dur(func(f figures) time.Duration { return f.Offer50 }), show: showMS},
-		{name: "TFTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.TFTPRate }, show: showMBs, target: "≥ 1.00 (no slower)", met: atLeast1},
+		{name: "TFTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.TFTPRate }, show: showMBs, target: "≥ 1.00 (no slower)", judge: atLeast1},
 		// One machine's transfer rate carries no target: it falls as more transfers share the
 		// server, and how many do is set by how fast DHCP lets the machines through (the next
 		// row). A machine's wait for its boot file, DHCP and TFTP together, carries it instead.
 		{name: "TFTP throughput (one machine's transfer, median)", value: func(f figures) float64 { return f.TFTPEach }, show: showMBs},
 		{name: "of which TFTP transfers at once (mean)", value: func(f figures) float64 { return f.TFTPInFlight }, show: func(v float64) string { return fmt.Sprintf("%.1f", v) }},
-		{name: "DISCOVER → boot file received, p50", value: dur(func(f figures) time.Duration { return f.BootFile50 }), show: showMS, target: noSlower, met: atMost1},
-		{name: "HTTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.HTTPRate }, show: showMBs, target: "≥ 0.90 (within 10% of nginx)", met: ratioAtLeast(0.9)},
+		{name: "DISCOVER → boot file received, p50", value: dur(func(f figures) time.Duration { return f.BootFile50 }), show: showMS, target: noSlower, judge: atMost1},
+		{name: "HTTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.HTTPRate }, show: showMBs, target: "≥ 0.90 (within 10% of nginx)", judge: ratioAtLeast(0.9)},
 		{name: "server CPU time (user + system)", value: dur(func(f figures) time.Duration { return f.CPU }), show: showS},
 		rss,
 	}
@@ -280,8 +315,9 @@ type verdict struct {
 	subject, baseline float64   // the median of each side's storms that measured it (peak rows: the largest)
 	ratio             float64   // the median of the pairs' ratios, subject / baseline (peak rows: of the largest storms)
 	ratios            []float64 // the pairs' ratios that have a figure on both sides (peak rows: none)
+	lo, hi            float64   // the interval of their median (medianInterval)
 	dropped           int       // comparisons without one: a side measured nothing (its machines failed)
-	met               bool      // the target is met (no target: true)
+	outcome           outcome   // against the row's target
 }
 
 // judge reads row r off each pair of storms, the subject's (bootd's or the control's) against
@@ -306,8 +342,11 @@ func judge(r row, subject, baseline []figures) verdict {
 			}
 		}
 		v.subject, v.baseline, v.ratio = median(measured(vs)), median(measured(vl)), median(v.ratios)
+		v.lo, v.hi = medianInterval(v.ratios)
 	}
-	v.met = r.met == nil || r.met(v)
+	if r.judge != nil {
+		v.outcome = r.judge(v)
+	}
 	return v
 }
 
@@ -346,6 +385,49 @@ func measured(vs []float64) []float64 {
 	return slices.DeleteFunc(slices.Clone(vs), func(v float64) bool { return v <= 0 })
 }
 
+// medianInterval is a confidence interval for the median of the distribution that xs are drawn
+// from, assuming nothing of its shape (the sign test's): the k-th smallest to the k-th largest
+// value, for the largest k that holds the median with at least 95% confidence. Each value falls on
+// either side of the median with even odds, so the interval misses it only when fewer than k fall
+// on one side: confidence = 1 − 2·P(Binomial(n, ½) < k). A pair's ratio sets each storm against
+// its partner a moment apart, so the pairs are taken as independent draws. With six values or
+// fewer no k reaches 95%: the interval is their range, with the confidence that has.
+func medianInterval(xs []float64) (lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	k, _ := medianRank(len(s))
+	return s[k-1], s[len(s)-k]
+}
+
+// medianRank is medianInterval's k for n values, and the confidence with which its interval
+// holds the true median.
+func medianRank(n int) (k int, confidence float64) {
+	if n == 0 {
+		return 0, 0
+	}
+	k, confidence = 1, 1-2*binomialCDF(n, 0)
+	for k < n/2 {
+		c := 1 - 2*binomialCDF(n, k)
+		if c < 0.95 {
+			break
+		}
+		k, confidence = k+1, c
+	}
+	return k, confidence
+}
+
+// binomialCDF is P(Binomial(n, ½) ≤ k), from logarithms so that no term under- or overflows.
+func binomialCDF(n, k int) float64 {
+	lgamma := func(x int) float64 { v, _ := math.Lgamma(float64(x)); return v }
+	var p float64
+	for i := 0; i <= k; i++ {
+		p += math.Exp(lgamma(n+1) - lgamma(i+1) - lgamma(n-i+1) - float64(n)*math.Ln2)
+	}
+	return p
+}
+
 // median is the middle value (the mean of the two middle ones for an even count; 0 for none).
 func median(vs []float64) float64 {
 	s := slices.Clone(vs)
@@ -372,7 +454,7 @@ func (res results) markdown() string {
 	}
 	fmt.Fprintf(&b, "Each machine: DHCP (BIOS PXE), TFTP `%s` (%.1f KiB, blksize %d), HTTP %s.\n",
 		res.spec.WantBoot, float64(res.spec.BootSize)/1024, tftpBlockSize, strings.Join(files, ", "))
-	var misses []string
+	var misses []miss
 	unpaired := 0
 	for _, n := range res.ns {
 		p, left := res.byN[n].complete()
@@ -386,21 +468,24 @@ func (res results) markdown() string {
 		fmt.Fprintf(&b, "\nLeft out: %d storms whose partner did not run (the run stopped early).\n", unpaired)
 	}
 	b.WriteString("\n### Targets\n\n")
-	if len(misses) == 0 {
+	switch {
+	case len(misses) == 0:
 		b.WriteString("Every target met in this run.\n")
+	case !slices.ContainsFunc(misses, func(m miss) bool { return !m.inNoise }):
+		b.WriteString("No target missed beyond this run's noise.\n\n")
 	}
 	for _, m := range misses {
-		fmt.Fprintf(&b, "- missed: %s\n", m)
+		fmt.Fprintf(&b, "- %s: %s\n", m.kind(), m.text)
 	}
 	return b.String()
 }
 
 // table writes N = n's table to b and returns the targets it missed.
-func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []string) {
+func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []miss) {
 	pairCount := len(p[sideBootd])
 	fmt.Fprintf(b, "\n### N = %d\n\n", n)
 	if pairCount > 1 {
-		fmt.Fprintf(b, "%d storms per server, the servers taking turns going first. bootd and baseline: the median of their storms; bootd / baseline: the median of the %d pairs' ratios, and their range (peak RSS: the largest storms and their ratio).\n\n", pairCount, pairCount)
+		fmt.Fprintf(b, "%d storms per server, the servers taking turns going first. bootd and baseline: the median of their storms; bootd / baseline: the median of the %d pairs' ratios (peak RSS: the largest storms and their ratio), and %s. A median that misses its target while its interval reaches it is a miss within this run's noise.\n\n", pairCount, pairCount, intervalOf(pairCount))
 	}
 	hasControl := len(p[sideControl]) > 0
 	var load []string
@@ -415,48 +500,73 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []strin
 	if hasControl {
 		b.WriteString("Control / baseline: the baseline stormed once more in each pair (the three taking turns in each place of a pair), and set against the baseline's storm as bootd's is: what the ratio is when both sides are the same server.\n\n")
 	}
-	rangeHead, rangeRule, controlHead, controlRule := "", "", "", ""
+	intervalHead, intervalRule, controlHead, controlRule := "", "", "", ""
 	if pairCount > 1 {
-		rangeHead, rangeRule = " range |", " ---: |"
+		intervalHead, intervalRule = " interval |", " ---: |"
 	}
 	if hasControl {
 		controlHead, controlRule = " control / baseline |", " ---: |"
 	}
-	fmt.Fprintf(b, "| figure | bootd | dnsmasq + nginx | bootd / baseline |%s%s target | met |\n", rangeHead, controlHead)
-	fmt.Fprintf(b, "| --- | ---: | ---: | ---: |%s%s --- | --- |\n", rangeRule, controlRule)
+	fmt.Fprintf(b, "| figure | bootd | dnsmasq + nginx | bootd / baseline |%s%s target | met |\n", intervalHead, controlHead)
+	fmt.Fprintf(b, "| --- | ---: | ---: | ---: |%s%s --- | --- |\n", intervalRule, controlRule)
 	for _, r := range rows(atLargestN) {
 		v := judge(r, f[sideBootd], f[sideBaseline])
-		rangeCell, controlCell := "", ""
+		intervalCell, controlCell := "", ""
 		if pairCount > 1 {
-			rangeCell = " " + spread(v) + " |" // "—" for a peak row: one comparison, of the largest
+			intervalCell = " " + interval(v) + " |" // "—" for a peak row: one comparison, of the largest
 		}
 		var vc verdict
 		if hasControl {
 			vc = judge(r, f[sideControl], f[sideBaseline])
 			controlCell = " " + controlOf(vc, pairCount) + " |"
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |%s%s %s | %s |\n", r.name, figureCell(r, v.subject), figureCell(r, v.baseline), ratioCell(v), rangeCell, controlCell, r.target, metCell(r, v))
-		if !v.met {
-			miss := fmt.Sprintf("N=%d %s: %s, target %s", n, r.name, missed(r, v, pairCount), r.target)
+		fmt.Fprintf(b, "| %s | %s | %s | %s |%s%s %s | %s |\n", r.name, figureCell(r, v.subject), figureCell(r, v.baseline), ratioCell(v), intervalCell, controlCell, r.target, metCell(v))
+		if v.outcome == missed || v.outcome == missedInNoise {
+			m := miss{inNoise: v.outcome == missedInNoise, text: fmt.Sprintf("N=%d %s: %s, target %s", n, r.name, missDetail(r, v, pairCount), r.target)}
 			if hasControl && !r.peak && vc.hasRatio() {
-				miss += "; the baseline against itself: " + controlOf(vc, pairCount)
+				m.text += "; the baseline against itself: " + controlOf(vc, pairCount)
 			}
-			misses = append(misses, miss)
+			misses = append(misses, m)
 		}
 	}
 	if total, each, firstErrs := failures(f); total > 0 {
 		fmt.Fprintf(b, "\nFailed machines, over all storms: %s.%s\n", each, firstErrs)
-		misses = append(misses, fmt.Sprintf("N=%d: failed machines (%s)", n, each))
+		misses = append(misses, miss{text: fmt.Sprintf("N=%d: failed machines (%s)", n, each)})
 	}
 	return misses
 }
 
-// controlOf is the control's ratio to the baseline and, with several pairs, its range.
+// controlOf is the control's ratio to the baseline and, with several pairs, its interval.
 func controlOf(vc verdict, pairCount int) string {
 	if pairCount > 1 && len(vc.ratios) > 0 {
-		return ratioCell(vc) + " (" + spread(vc) + ")"
+		return ratioCell(vc) + " (" + interval(vc) + ")"
 	}
 	return ratioCell(vc)
+}
+
+// intervalOf says what the interval of n pairs' ratios is, for the text above a table.
+func intervalOf(n int) string {
+	k, confidence := medianRank(n)
+	if k == 1 {
+		return fmt.Sprintf("the range of the ratios, which holds the true median with %.0f%% confidence (with %d pairs no narrower interval reaches 95%%)", 100*confidence, n)
+	}
+	return fmt.Sprintf("the interval that holds the true median with %.0f%% confidence: the %s smallest to the %s largest ratio (a sign test's, which assumes nothing of how the ratios spread)", 100*confidence, ordinal(k), ordinal(k))
+}
+
+// ordinal is 1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st.
+func ordinal(k int) string {
+	suffix := "th"
+	if k%100/10 != 1 {
+		switch k % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(k) + suffix
 }
 
 // pairsOf is "1 pair" or "n pairs".
@@ -483,26 +593,33 @@ func ratioCell(v verdict) string {
 	return fmt.Sprintf("%.2f", v.ratio)
 }
 
-// spread is the range of a row's ratios, "—" when no pair has one.
-func spread(v verdict) string {
+// interval is a row's interval of the median ratio, "—" when no pair has a ratio.
+func interval(v verdict) string {
 	if len(v.ratios) == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.2f–%.2f", slices.Min(v.ratios), slices.Max(v.ratios))
+	return fmt.Sprintf("%.2f–%.2f", v.lo, v.hi)
 }
 
-func metCell(r row, v verdict) string {
-	switch {
-	case r.met == nil:
-		return "—"
-	case v.met:
-		return "yes"
+func metCell(v verdict) string {
+	return [...]string{noTarget: "—", met: "yes", missedInNoise: "**no**, within noise", missed: "**no**"}[v.outcome]
+}
+
+// miss is a target a run missed, as the list of targets says it.
+type miss struct {
+	inNoise bool // within the run's noise: the interval of the median reaches the target
+	text    string
+}
+
+func (m miss) kind() string {
+	if m.inNoise {
+		return "missed within noise"
 	}
-	return "**no**"
+	return "missed"
 }
 
-// missed says what a missed target measured, for the list of misses.
-func missed(r row, v verdict, pairCount int) string {
+// missDetail says what a missed target measured, for the list of misses.
+func missDetail(r row, v verdict, pairCount int) string {
 	var s string
 	switch {
 	case r.peak:
@@ -510,7 +627,7 @@ func missed(r row, v verdict, pairCount int) string {
 	case !v.hasRatio():
 		return fmt.Sprintf("no ratio: a side measured nothing in every pair (%s)", pairsOf(pairCount))
 	case pairCount > 1:
-		s = fmt.Sprintf("ratio %.2f (median of %s, %s)", v.ratio, pairsOf(len(v.ratios)), spread(v))
+		s = fmt.Sprintf("ratio %.2f (median of %s, interval %s)", v.ratio, pairsOf(len(v.ratios)), interval(v))
 	default:
 		s = fmt.Sprintf("ratio %.2f", v.ratio)
 	}

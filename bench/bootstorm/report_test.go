@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -165,37 +166,120 @@ func rowOf(md, name string) string {
 
 // With several storms per server, a figure is judged on the median of the pairs' ratios, each
 // storm set against its own partner: one bad pair out of three does not miss a target, two do, a
-// pair in which one side measured nothing does, and the report shows the range.
+// pair in which one side measured nothing does. The report shows the median's interval (with
+// three pairs, their range), and a miss whose interval reaches the target is one within noise.
 func TestMedianOfPairs(t *testing.T) {
 	for _, tc := range []struct {
-		name          string
-		walls         [][]float64 // bootd, baseline
-		missed        string      // what the list of misses says, "" for met
-		ratio, spread string
+		name            string
+		walls           [][]float64 // bootd, baseline
+		missed          string      // what the list of misses says, "" for met
+		ratio, interval string
 	}{
 		{"one slow pair of three", [][]float64{{1.0, 1.1}, {2.0, 2.2}, {3.0, 1.5}}, "", "| 0.91 |", "| 0.91–2.00 |"},
-		{"two slow pairs of three", [][]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "ratio 2.00 (median of 3 pairs, 0.91–2.20)", "| 2.00 |", "| 0.91–2.20 |"},
-		{"two pairs: the mean of both", [][]float64{{1.0, 1.1}, {1.32, 1.1}}, "ratio 1.05 (median of 2 pairs, 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
+		{"two slow pairs of three", [][]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "missed within noise: N=2 time until all N are done: ratio 2.00 (median of 3 pairs, interval 0.91–2.20)", "| 2.00 |", "| 0.91–2.20 |"},
+		{"three slow pairs of three", [][]float64{{1.2, 1.0}, {1.3, 1.0}, {1.1, 1.0}}, "missed: N=2 time until all N are done: ratio 1.20 (median of 3 pairs, interval 1.10–1.30)", "| 1.20 |", "| 1.10–1.30 |"},
+		{"two pairs: the mean of both", [][]float64{{1.0, 1.1}, {1.32, 1.1}}, "missed within noise: N=2 time until all N are done: ratio 1.05 (median of 2 pairs, interval 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
 		{"judged as shown: 1.004 is 1.00", [][]float64{{1.004, 1.0}}, "", "| 1.00 |", ""},
-		{"judged as shown: 1.006 is 1.01", [][]float64{{1.006, 1.0}}, "ratio 1.01", "| 1.01 |", ""},
-		{"a pair in which bootd measured nothing", [][]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 2 pairs, 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
-		{"bootd's storms that measured nothing are not its figure", [][]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "ratio 0.91 (median of 1 pair, 0.91–0.91); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
-		{"no pair with a figure on both sides", [][]float64{{0, 1.1}, {1.0, 0}, {0, 1.1}}, "no ratio: a side measured nothing in every pair (3 pairs)", "| 1.00 s | 1.10 s | — |", "| — |"},
+		{"judged as shown: 1.006 is 1.01", [][]float64{{1.006, 1.0}}, "missed: N=2 time until all N are done: ratio 1.01", "| 1.01 |", ""},
+		{"an interval's end judged as shown", [][]float64{{1.004, 1.0}, {1.2, 1.0}, {1.1, 1.0}}, "missed within noise: N=2 time until all N are done: ratio 1.10 (median of 3 pairs, interval 1.00–1.20)", "| 1.10 |", "| 1.00–1.20 |"},
+		{"a pair in which bootd measured nothing", [][]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "missed: N=2 time until all N are done: ratio 0.91 (median of 2 pairs, interval 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
+		{"bootd's storms that measured nothing are not its figure", [][]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "missed: N=2 time until all N are done: ratio 0.91 (median of 1 pair, interval 0.91–0.91); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
+		{"no pair with a figure on both sides", [][]float64{{0, 1.1}, {1.0, 0}, {0, 1.1}}, "missed: N=2 time until all N are done: no ratio: a side measured nothing in every pair (3 pairs)", "| 1.00 s | 1.10 s | — |", "| — |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			md := storms(tc.walls...).markdown()
 			line := rowOf(md, "time until all N are done")
-			if !strings.Contains(line, tc.ratio) || !strings.Contains(line, tc.spread) {
-				t.Errorf("row %q: want ratio %s and range %s", line, tc.ratio, tc.spread)
+			if !strings.Contains(line, tc.ratio) || !strings.Contains(line, tc.interval) {
+				t.Errorf("row %q: want ratio %s and interval %s", line, tc.ratio, tc.interval)
 			}
-			listed := strings.Contains(md, "- missed: N=2 time until all N are done:")
+			listed := strings.Contains(md, "N=2 time until all N are done:")
 			if listed != (tc.missed != "") {
 				t.Errorf("listed as missed: %v, want %v\n%s", listed, tc.missed != "", md)
 			}
-			if miss := "- missed: N=2 time until all N are done: " + tc.missed + ", target"; listed && !strings.Contains(md, miss) {
+			if miss := "\n- " + tc.missed + ", target"; listed && !strings.Contains(md, miss) {
 				t.Errorf("misses do not say %q\n%s", miss, md)
 			}
 		})
+	}
+}
+
+// The interval of the median is the sign test's: the k-th smallest to the k-th largest ratio
+// for the largest k that reaches 95% confidence, and the range, with what confidence it has,
+// where none does.
+func TestMedianInterval(t *testing.T) {
+	upTo := func(n int) []float64 { // n, n−1, …, 1: unsorted on purpose
+		var xs []float64
+		for i := n; i >= 1; i-- {
+			xs = append(xs, float64(i))
+		}
+		return xs
+	}
+	for _, tc := range []struct {
+		name           string
+		xs             []float64
+		lo, hi, confid float64
+	}{
+		{"none", nil, 0, 0, 0},
+		{"one", []float64{1.2}, 1.2, 1.2, 0},
+		{"five: the range, below 95%", upTo(5), 1, 5, 1 - 2.0/32},
+		{"six: the range reaches 95%", upTo(6), 1, 6, 1 - 2.0/64},
+		{"thirty: 10th to 21st", upTo(30), 10, 21, 1 - 2*binomialCDF(30, 9)},
+		{"a hundred: 40th to 61st", upTo(100), 40, 61, 1 - 2*binomialCDF(100, 39)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lo, hi := medianInterval(tc.xs)
+			_, c := medianRank(len(tc.xs))
+			if lo != tc.lo || hi != tc.hi || math.Abs(c-tc.confid) > 1e-12 {
+				t.Errorf("medianInterval = %v–%v at %v, want %v–%v at %v", lo, hi, c, tc.lo, tc.hi, tc.confid)
+			}
+			if len(tc.xs) > 6 && (c < 0.95 || c > 0.975) {
+				t.Errorf("confidence %v: want the narrowest interval at or above 95%%", c)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		n, k int
+		want float64
+	}{{10, 2, 56.0 / 1024}, {30, 9, 0.021387}, {100, 39, 0.017600}, {2000, 1000, 0.508920}} {
+		if got := binomialCDF(tc.n, tc.k); math.Abs(got-tc.want) > 5e-7 {
+			t.Errorf("binomialCDF(%d, %d) = %v, want %v", tc.n, tc.k, got, tc.want)
+		}
+	}
+}
+
+// A ratio's target is judged on the median, and a miss on which side of the bound its interval
+// lies: for a lower bound (throughput) the interval's upper end decides, for an upper bound its
+// lower end; each as shown, and a pair without a figure misses outright.
+func TestRatioTargets(t *testing.T) {
+	ratios := []float64{1} // a ratio was measured: the interval below is taken as read
+	for _, tc := range []struct {
+		name  string
+		judge func(verdict) outcome
+		v     verdict
+		want  outcome
+	}{
+		{"at most: median within", ratioAtMost(1), verdict{ratio: 0.98, lo: 0.9, hi: 1.1, ratios: ratios}, met},
+		{"at most: median over, interval reaches", ratioAtMost(1), verdict{ratio: 1.06, lo: 0.98, hi: 1.1, ratios: ratios}, missedInNoise},
+		{"at most: interval reaches as shown", ratioAtMost(1), verdict{ratio: 1.06, lo: 1.004, hi: 1.1, ratios: ratios}, missedInNoise},
+		{"at most: all of it over", ratioAtMost(1), verdict{ratio: 1.06, lo: 1.02, hi: 1.1, ratios: ratios}, missed},
+		{"at least: median within", ratioAtLeast(0.9), verdict{ratio: 0.94, lo: 0.8, hi: 1.0, ratios: ratios}, met},
+		{"at least: median under, interval reaches", ratioAtLeast(0.9), verdict{ratio: 0.85, lo: 0.8, hi: 0.95, ratios: ratios}, missedInNoise},
+		{"at least: all of it under", ratioAtLeast(0.9), verdict{ratio: 0.85, lo: 0.8, hi: 0.88, ratios: ratios}, missed},
+		{"a pair without a figure", ratioAtMost(1), verdict{ratio: 0.9, lo: 0.8, hi: 1.0, ratios: ratios, dropped: 1}, missed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.judge(tc.v); got != tc.want {
+				t.Errorf("outcome %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOrdinal(t *testing.T) {
+	for k, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 10: "10th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 40: "40th", 112: "112th"} {
+		if got := ordinal(k); got != want {
+			t.Errorf("ordinal(%d) = %q, want %q", k, got, want)
+		}
 	}
 }
 
@@ -281,7 +365,7 @@ func TestPeakRSSAndIncompletePairs(t *testing.T) {
 	}
 }
 
-// Every table line has as many cells as its header, with one pair (no range column) and several,
+// Every table line has as many cells as its header, with one pair (no interval column) and several,
 // with and without the control's column.
 func TestTableColumns(t *testing.T) {
 	for _, tc := range []struct {
@@ -306,7 +390,7 @@ func TestTableColumns(t *testing.T) {
 					t.Errorf("%d cell borders, header has %d: %s", n, cells, line)
 				}
 			}
-			want := 7 + min(pairCount-1, 1) // six columns, and the range with several pairs
+			want := 7 + min(pairCount-1, 1) // six columns, and the interval with several pairs
 			if tc.control {
 				want++
 			}
@@ -329,8 +413,8 @@ func TestControl(t *testing.T) {
 		leftOut int         // storms without all their partners
 	}{
 		{"bootd within the control's spread", [][]float64{{1.05, 1.0, 1.1}, {1.0, 1.0, 0.9}, {1.1, 1.0, 1.0}},
-			"| 1.05 | 1.00–1.10 | 1.00 (0.90–1.10) | ≤ 1.00 (no slower) | **no** |",
-			"ratio 1.05 (median of 3 pairs, 1.00–1.10), target ≤ 1.00 (no slower); the baseline against itself: 1.00 (0.90–1.10)", 0},
+			"| 1.05 | 1.00–1.10 | 1.00 (0.90–1.10) | ≤ 1.00 (no slower) | **no**, within noise |",
+			"missed within noise: N=2 time until all N are done: ratio 1.05 (median of 3 pairs, interval 1.00–1.10), target ≤ 1.00 (no slower); the baseline against itself: 1.00 (0.90–1.10)", 0},
 		{"bootd faster", [][]float64{{0.5, 1.0, 1.2}, {0.5, 1.0, 1.0}, {0.5, 1.0, 0.8}},
 			"| 0.50 | 0.50–0.50 | 1.00 (0.80–1.20) | ≤ 1.00 (no slower) | yes |", "", 0},
 		// The second pair runs baseline, control, bootd: stopped after its baseline.
@@ -346,8 +430,8 @@ func TestControl(t *testing.T) {
 			if line := rowOf(md, "time until all N are done"); !strings.Contains(line, tc.row) {
 				t.Errorf("row %q, want it to hold %q", line, tc.row)
 			}
-			listed := strings.Contains(md, "- missed: N=2 time until all N are done:")
-			if miss := "- missed: N=2 time until all N are done: " + tc.missed; listed != (tc.missed != "") || listed && !strings.Contains(md, miss) {
+			listed := strings.Contains(md, "N=2 time until all N are done:")
+			if miss := "\n- " + tc.missed; listed != (tc.missed != "") || listed && !strings.Contains(md, miss) {
 				t.Errorf("misses: want %q\n%s", tc.missed, md)
 			}
 			if left := fmt.Sprintf("Left out: %d storms", tc.leftOut); strings.Contains(md, left) != (tc.leftOut > 0) {
