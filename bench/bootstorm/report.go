@@ -390,8 +390,9 @@ func measured(vs []float64) []float64 {
 // value, for the largest k that holds the median with at least 95% confidence. Each value falls on
 // either side of the median with even odds, so the interval misses it only when fewer than k fall
 // on one side: confidence = 1 − 2·P(Binomial(n, ½) < k). A pair's ratio sets each storm against
-// its partner a moment apart, so the pairs are taken as independent draws. With six values or
-// fewer no k reaches 95%: the interval is their range, with the confidence that has.
+// its partner a moment apart, so the pairs are taken as independent draws. Up to eight values
+// the interval is their range (k = 2 reaches 95% only from nine on), which itself falls short
+// of 95% with five or fewer: it is then the range, with the confidence that has.
 func medianInterval(xs []float64) (lo, hi float64) {
 	if len(xs) == 0 {
 		return 0, 0
@@ -443,7 +444,7 @@ func median(vs []float64) float64 {
 }
 
 // markdown renders one table per N: each figure for bootd and the baseline (the median of their
-// storms), the median of the pairs' ratios with their range, and the target it is held to.
+// storms), the median of the pairs' ratios with its interval, and the target it is held to.
 // Targets are reported, never asserted: the machines are shared and noisy.
 func (res results) markdown() string {
 	var b strings.Builder
@@ -467,17 +468,22 @@ func (res results) markdown() string {
 	if unpaired > 0 {
 		fmt.Fprintf(&b, "\nLeft out: %d storms whose partner did not run (the run stopped early).\n", unpaired)
 	}
-	b.WriteString("\n### Targets\n\n")
-	switch {
-	case len(misses) == 0:
-		b.WriteString("Every target met in this run.\n")
-	case !slices.ContainsFunc(misses, func(m miss) bool { return !m.inNoise }):
-		b.WriteString("No target missed beyond this run's noise.\n\n")
-	}
+	b.WriteString("\n### Targets\n\n" + headline(misses))
 	for _, m := range misses {
 		fmt.Fprintf(&b, "- %s: %s\n", m.kind(), m.text)
 	}
 	return b.String()
+}
+
+// headline opens the list of targets with what the run came to, when the list alone does not say.
+func headline(misses []miss) string {
+	switch {
+	case len(misses) == 0:
+		return "Every target met in this run.\n"
+	case !slices.ContainsFunc(misses, func(m miss) bool { return !m.inNoise }):
+		return "No target missed beyond this run's noise.\n\n"
+	}
+	return ""
 }
 
 // table writes N = n's table to b and returns the targets it missed.
@@ -627,7 +633,8 @@ func missDetail(r row, v verdict, pairCount int) string {
 	case !v.hasRatio():
 		return fmt.Sprintf("no ratio: a side measured nothing in every pair (%s)", pairsOf(pairCount))
 	case pairCount > 1:
-		s = fmt.Sprintf("ratio %.2f (median of %s, interval %s)", v.ratio, pairsOf(len(v.ratios)), interval(v))
+		_, confidence := medianRank(len(v.ratios))
+		s = fmt.Sprintf("ratio %.2f (median of %s, interval %s at %.0f%%)", v.ratio, pairsOf(len(v.ratios)), interval(v), 100*confidence)
 	default:
 		s = fmt.Sprintf("ratio %.2f", v.ratio)
 	}

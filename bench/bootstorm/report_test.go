@@ -176,14 +176,14 @@ func TestMedianOfPairs(t *testing.T) {
 		ratio, interval string
 	}{
 		{"one slow pair of three", [][]float64{{1.0, 1.1}, {2.0, 2.2}, {3.0, 1.5}}, "", "| 0.91 |", "| 0.91–2.00 |"},
-		{"two slow pairs of three", [][]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "missed within noise: N=2 time until all N are done: ratio 2.00 (median of 3 pairs, interval 0.91–2.20)", "| 2.00 |", "| 0.91–2.20 |"},
-		{"three slow pairs of three", [][]float64{{1.2, 1.0}, {1.3, 1.0}, {1.1, 1.0}}, "missed: N=2 time until all N are done: ratio 1.20 (median of 3 pairs, interval 1.10–1.30)", "| 1.20 |", "| 1.10–1.30 |"},
-		{"two pairs: the mean of both", [][]float64{{1.0, 1.1}, {1.32, 1.1}}, "missed within noise: N=2 time until all N are done: ratio 1.05 (median of 2 pairs, interval 0.91–1.20)", "| 1.05 |", "| 0.91–1.20 |"},
+		{"two slow pairs of three", [][]float64{{1.0, 1.1}, {2.0, 1.0}, {3.3, 1.5}}, "missed within noise: N=2 time until all N are done: ratio 2.00 (median of 3 pairs, interval 0.91–2.20 at 75%)", "| 2.00 |", "| 0.91–2.20 |"},
+		{"three slow pairs of three", [][]float64{{1.2, 1.0}, {1.3, 1.0}, {1.1, 1.0}}, "missed: N=2 time until all N are done: ratio 1.20 (median of 3 pairs, interval 1.10–1.30 at 75%)", "| 1.20 |", "| 1.10–1.30 |"},
+		{"two pairs: the mean of both", [][]float64{{1.0, 1.1}, {1.32, 1.1}}, "missed within noise: N=2 time until all N are done: ratio 1.05 (median of 2 pairs, interval 0.91–1.20 at 50%)", "| 1.05 |", "| 0.91–1.20 |"},
 		{"judged as shown: 1.004 is 1.00", [][]float64{{1.004, 1.0}}, "", "| 1.00 |", ""},
 		{"judged as shown: 1.006 is 1.01", [][]float64{{1.006, 1.0}}, "missed: N=2 time until all N are done: ratio 1.01", "| 1.01 |", ""},
-		{"an interval's end judged as shown", [][]float64{{1.004, 1.0}, {1.2, 1.0}, {1.1, 1.0}}, "missed within noise: N=2 time until all N are done: ratio 1.10 (median of 3 pairs, interval 1.00–1.20)", "| 1.10 |", "| 1.00–1.20 |"},
-		{"a pair in which bootd measured nothing", [][]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "missed: N=2 time until all N are done: ratio 0.91 (median of 2 pairs, interval 0.91–0.91); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
-		{"bootd's storms that measured nothing are not its figure", [][]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "missed: N=2 time until all N are done: ratio 0.91 (median of 1 pair, interval 0.91–0.91); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
+		{"an interval's end judged as shown", [][]float64{{1.004, 1.0}, {1.2, 1.0}, {1.1, 1.0}}, "missed within noise: N=2 time until all N are done: ratio 1.10 (median of 3 pairs, interval 1.00–1.20 at 75%)", "| 1.10 |", "| 1.00–1.20 |"},
+		{"a pair in which bootd measured nothing", [][]float64{{1.0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "missed: N=2 time until all N are done: ratio 0.91 (median of 2 pairs, interval 0.91–0.91 at 50%); 1 of 3 pairs without a figure on one side", "| 0.91 |", "| 0.91–0.91 |"},
+		{"bootd's storms that measured nothing are not its figure", [][]float64{{0, 1.1}, {0, 1.1}, {1.0, 1.1}}, "missed: N=2 time until all N are done: ratio 0.91 (median of 1 pair, interval 0.91–0.91 at 0%); 2 of 3 pairs without a figure on one side", "| 1.00 s | 1.10 s | 0.91 |", "| 0.91–0.91 |"},
 		{"no pair with a figure on both sides", [][]float64{{0, 1.1}, {1.0, 0}, {0, 1.1}}, "missed: N=2 time until all N are done: no ratio: a side measured nothing in every pair (3 pairs)", "| 1.00 s | 1.10 s | — |", "| — |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,8 +204,8 @@ func TestMedianOfPairs(t *testing.T) {
 }
 
 // The interval of the median is the sign test's: the k-th smallest to the k-th largest ratio
-// for the largest k that reaches 95% confidence, and the range, with what confidence it has,
-// where none does.
+// for the largest k that reaches 95% confidence, and up to eight values their range, with what
+// confidence it has.
 func TestMedianInterval(t *testing.T) {
 	upTo := func(n int) []float64 { // n, n−1, …, 1: unsorted on purpose
 		var xs []float64
@@ -223,6 +223,8 @@ func TestMedianInterval(t *testing.T) {
 		{"one", []float64{1.2}, 1.2, 1.2, 0},
 		{"five: the range, below 95%", upTo(5), 1, 5, 1 - 2.0/32},
 		{"six: the range reaches 95%", upTo(6), 1, 6, 1 - 2.0/64},
+		{"eight: still the range", upTo(8), 1, 8, 1 - 2.0/256},
+		{"nine: 2nd to 8th", upTo(9), 2, 8, 1 - 2*10.0/512},
 		{"thirty: 10th to 21st", upTo(30), 10, 21, 1 - 2*binomialCDF(30, 9)},
 		{"a hundred: 40th to 61st", upTo(100), 40, 61, 1 - 2*binomialCDF(100, 39)},
 	} {
@@ -232,8 +234,9 @@ func TestMedianInterval(t *testing.T) {
 			if lo != tc.lo || hi != tc.hi || math.Abs(c-tc.confid) > 1e-12 {
 				t.Errorf("medianInterval = %v–%v at %v, want %v–%v at %v", lo, hi, c, tc.lo, tc.hi, tc.confid)
 			}
-			if len(tc.xs) > 6 && (c < 0.95 || c > 0.975) {
-				t.Errorf("confidence %v: want the narrowest interval at or above 95%%", c)
+			k, _ := medianRank(len(tc.xs))
+			if next := 1 - 2*binomialCDF(len(tc.xs), k); len(tc.xs) >= 6 && (c < 0.95 || k < len(tc.xs)/2 && next >= 0.95) {
+				t.Errorf("k = %d at %v, the next at %v: want the narrowest interval at or above 95%%", k, c, next)
 			}
 		})
 	}
@@ -251,25 +254,61 @@ func TestMedianInterval(t *testing.T) {
 // lies: for a lower bound (throughput) the interval's upper end decides, for an upper bound its
 // lower end; each as shown, and a pair without a figure misses outright.
 func TestRatioTargets(t *testing.T) {
-	ratios := []float64{1} // a ratio was measured: the interval below is taken as read
 	for _, tc := range []struct {
 		name  string
 		judge func(verdict) outcome
 		v     verdict
 		want  outcome
 	}{
-		{"at most: median within", ratioAtMost(1), verdict{ratio: 0.98, lo: 0.9, hi: 1.1, ratios: ratios}, met},
-		{"at most: median over, interval reaches", ratioAtMost(1), verdict{ratio: 1.06, lo: 0.98, hi: 1.1, ratios: ratios}, missedInNoise},
-		{"at most: interval reaches as shown", ratioAtMost(1), verdict{ratio: 1.06, lo: 1.004, hi: 1.1, ratios: ratios}, missedInNoise},
-		{"at most: all of it over", ratioAtMost(1), verdict{ratio: 1.06, lo: 1.02, hi: 1.1, ratios: ratios}, missed},
-		{"at least: median within", ratioAtLeast(0.9), verdict{ratio: 0.94, lo: 0.8, hi: 1.0, ratios: ratios}, met},
-		{"at least: median under, interval reaches", ratioAtLeast(0.9), verdict{ratio: 0.85, lo: 0.8, hi: 0.95, ratios: ratios}, missedInNoise},
-		{"at least: all of it under", ratioAtLeast(0.9), verdict{ratio: 0.85, lo: 0.8, hi: 0.88, ratios: ratios}, missed},
-		{"a pair without a figure", ratioAtMost(1), verdict{ratio: 0.9, lo: 0.8, hi: 1.0, ratios: ratios, dropped: 1}, missed},
+		{"at most: median within", ratioAtMost(1), verdict{ratio: 0.98, lo: 0.9, hi: 1.1}, met},
+		{"at most: median over, interval reaches", ratioAtMost(1), verdict{ratio: 1.06, lo: 0.98, hi: 1.1}, missedInNoise},
+		{"at most: interval reaches as shown", ratioAtMost(1), verdict{ratio: 1.06, lo: 1.004, hi: 1.1}, missedInNoise},
+		{"at most: all of it over", ratioAtMost(1), verdict{ratio: 1.06, lo: 1.02, hi: 1.1}, missed},
+		{"at least: median within", ratioAtLeast(0.9), verdict{ratio: 0.94, lo: 0.8, hi: 1.0}, met},
+		{"at least: median under, interval reaches", ratioAtLeast(0.9), verdict{ratio: 0.85, lo: 0.8, hi: 0.95}, missedInNoise},
+		{"at least: interval reaches as shown", ratioAtLeast(0.9), verdict{ratio: 0.85, lo: 0.8, hi: 0.8951}, missedInNoise},
+		{"at least: all of it under", ratioAtLeast(0.9), verdict{ratio: 0.85, lo: 0.8, hi: 0.88}, missed},
+		{"a pair without a figure", ratioAtMost(1), verdict{ratio: 0.9, lo: 0.8, hi: 1.0, dropped: 1}, missed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.judge(tc.v); got != tc.want {
 				t.Errorf("outcome %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// The text above a table says which interval it shows: from nine pairs the sign test's ranks,
+// up to eight the range, with the confidence each has.
+func TestIntervalOf(t *testing.T) {
+	for n, want := range map[int]string{
+		30:  "with 96% confidence: the 10th smallest to the 10th largest ratio",
+		150: "with 96% confidence: the 63rd smallest to the 63rd largest ratio",
+		6:   "the range of the ratios, which holds the true median with 97% confidence",
+		5:   "the range of the ratios, which holds the true median with 94% confidence",
+	} {
+		if got := intervalOf(n); !strings.Contains(got, want) {
+			t.Errorf("intervalOf(%d) = %q, want it to hold %q", n, got, want)
+		}
+	}
+}
+
+// The list of targets opens with what the run came to: every target met, none missed beyond
+// noise, or (a miss the run resolves, a failed machine) straight to the misses.
+func TestHeadline(t *testing.T) {
+	inNoise, resolved := miss{inNoise: true, text: "a"}, miss{text: "b"}
+	for _, tc := range []struct {
+		name   string
+		misses []miss
+		want   string
+	}{
+		{"none", nil, "Every target met in this run.\n"},
+		{"within noise only", []miss{inNoise, inNoise}, "No target missed beyond this run's noise.\n\n"},
+		{"one resolved", []miss{inNoise, resolved}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := headline(tc.misses); got != tc.want {
+				t.Errorf("headline = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -402,7 +441,7 @@ func TestTableColumns(t *testing.T) {
 }
 
 // The control is judged against the baseline as bootd is: its column holds the median of its
-// pairs' ratios and their range, a miss of bootd's says what the control measured on that row,
+// pairs' ratios and its interval, a miss of bootd's says what the control measured on that row,
 // and a run stopped before a pair's control ran leaves that pair out.
 func TestControl(t *testing.T) {
 	for _, tc := range []struct {
@@ -412,9 +451,9 @@ func TestControl(t *testing.T) {
 		missed  string      // the miss's text, "" for met
 		leftOut int         // storms without all their partners
 	}{
-		{"bootd within the control's spread", [][]float64{{1.05, 1.0, 1.1}, {1.0, 1.0, 0.9}, {1.1, 1.0, 1.0}},
+		{"bootd within the control's interval", [][]float64{{1.05, 1.0, 1.1}, {1.0, 1.0, 0.9}, {1.1, 1.0, 1.0}},
 			"| 1.05 | 1.00–1.10 | 1.00 (0.90–1.10) | ≤ 1.00 (no slower) | **no**, within noise |",
-			"missed within noise: N=2 time until all N are done: ratio 1.05 (median of 3 pairs, interval 1.00–1.10), target ≤ 1.00 (no slower); the baseline against itself: 1.00 (0.90–1.10)", 0},
+			"missed within noise: N=2 time until all N are done: ratio 1.05 (median of 3 pairs, interval 1.00–1.10 at 75%), target ≤ 1.00 (no slower); the baseline against itself: 1.00 (0.90–1.10)", 0},
 		{"bootd faster", [][]float64{{0.5, 1.0, 1.2}, {0.5, 1.0, 1.0}, {0.5, 1.0, 0.8}},
 			"| 0.50 | 0.50–0.50 | 1.00 (0.80–1.20) | ≤ 1.00 (no slower) | yes |", "", 0},
 		// The second pair runs baseline, control, bootd: stopped after its baseline.
