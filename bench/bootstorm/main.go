@@ -12,10 +12,9 @@
 // per server, the servers taking turns going first; by default 30 pairs at N = 10, 6 at 50, 5 at
 // 200: --repeat), and the report holds each figure's median with the interval that holds the
 // true median with 95% confidence (with five pairs or fewer, their range, at less): a storm of
-// 10 lasts about a second, and one storm's ratio to
-// the baseline ranged over 0.8–1.3 for one build on a shared 2-core machine (BENCHMARKS.md,
-// items 15, 17 and 18). A miss whose interval still reaches the target is reported as one within
-// the run's noise. The clients all live in
+// 10 lasts about a second, and one storm's ratio to the baseline ranged over 0.8–1.3 for one
+// build on a shared 2-core machine (BENCHMARKS.md, items 15, 17 and 18). A miss whose interval
+// still reaches the target is reported as one within the run's noise. The clients all live in
 // this one process: a goroutine per machine creates its sockets from a thread switched into the
 // machine's namespace, so 200 machines cost 200 namespaces but no processes.
 //

@@ -213,15 +213,15 @@ func (res *results) add(r round, s side) {
 // rssLimit is the target for bootd's peak RSS at the largest storm.
 const rssLimit = 100 << 20
 
-// row is one figure of the report: how to read it off a storm and show it, and its target (none
-// when met is nil).
+// row is one figure of the report: how to read it off a storm and show it, and its target and how
+// a verdict fares against it.
 type row struct {
 	name   string
 	value  func(figures) float64
 	show   func(float64) string
 	peak   bool // the largest of the storms, not their median (peak RSS)
 	target string
-	judge  func(verdict) outcome
+	grade  func(verdict) outcome // nil: the figure has no target
 }
 
 // outcome is how a figure fared against its target.
@@ -284,7 +284,7 @@ func rows(atLargestN bool) []row {
 	rss := row{name: "server peak RSS (VmHWM)", value: func(f figures) float64 { return float64(f.RSS) },
 		show: func(v float64) string { return fmt.Sprintf("%.1f MiB", mib(int64(v))) }, peak: true}
 	if atLargestN {
-		rss.target, rss.judge = "bootd < 100 MiB", func(v verdict) outcome {
+		rss.target, rss.grade = "bootd < 100 MiB", func(v verdict) outcome {
 			if v.subject > 0 && v.subject < rssLimit {
 				return met
 			}
@@ -292,18 +292,18 @@ func rows(atLargestN bool) []row {
 		}
 	}
 	return []row{
-		{name: "time until all N are done", value: dur(func(f figures) time.Duration { return f.Wall }), show: showS, target: noSlower, judge: atMost1},
-		{name: "DHCP latency p50 (DISCOVER → ACK)", value: dur(func(f figures) time.Duration { return f.DHCP50 }), show: showMS, target: noSlower, judge: atMost1},
-		{name: "DHCP latency p99", value: dur(func(f figures) time.Duration { return f.DHCP99 }), show: showMS, target: noSlower, judge: atMost1},
+		{name: "time until all N are done", value: dur(func(f figures) time.Duration { return f.Wall }), show: showS, target: noSlower, grade: atMost1},
+		{name: "DHCP latency p50 (DISCOVER → ACK)", value: dur(func(f figures) time.Duration { return f.DHCP50 }), show: showMS, target: noSlower, grade: atMost1},
+		{name: "DHCP latency p99", value: dur(func(f figures) time.Duration { return f.DHCP99 }), show: showMS, target: noSlower, grade: atMost1},
 		{name: "of which DISCOVER → OFFER, p50", value: dur(func(f figures) time.Duration { return f.Offer50 }), show: showMS},
-		{name: "TFTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.TFTPRate }, show: showMBs, target: "≥ 1.00 (no slower)", judge: atLeast1},
+		{name: "TFTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.TFTPRate }, show: showMBs, target: "≥ 1.00 (no slower)", grade: atLeast1},
 		// One machine's transfer rate carries no target: it falls as more transfers share the
 		// server, and how many do is set by how fast DHCP lets the machines through (the next
 		// row). A machine's wait for its boot file, DHCP and TFTP together, carries it instead.
 		{name: "TFTP throughput (one machine's transfer, median)", value: func(f figures) float64 { return f.TFTPEach }, show: showMBs},
 		{name: "of which TFTP transfers at once (mean)", value: func(f figures) float64 { return f.TFTPInFlight }, show: func(v float64) string { return fmt.Sprintf("%.1f", v) }},
-		{name: "DISCOVER → boot file received, p50", value: dur(func(f figures) time.Duration { return f.BootFile50 }), show: showMS, target: noSlower, judge: atMost1},
-		{name: "HTTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.HTTPRate }, show: showMBs, target: "≥ 0.90 (within 10% of nginx)", judge: ratioAtLeast(0.9)},
+		{name: "DISCOVER → boot file received, p50", value: dur(func(f figures) time.Duration { return f.BootFile50 }), show: showMS, target: noSlower, grade: atMost1},
+		{name: "HTTP throughput (all machines, while any transfers)", value: func(f figures) float64 { return f.HTTPRate }, show: showMBs, target: "≥ 0.90 (within 10% of nginx)", grade: ratioAtLeast(0.9)},
 		{name: "server CPU time (user + system)", value: dur(func(f figures) time.Duration { return f.CPU }), show: showS},
 		rss,
 	}
@@ -344,8 +344,8 @@ func judge(r row, subject, baseline []figures) verdict {
 		v.subject, v.baseline, v.ratio = median(measured(vs)), median(measured(vl)), median(v.ratios)
 		v.lo, v.hi = medianInterval(v.ratios)
 	}
-	if r.judge != nil {
-		v.outcome = r.judge(v)
+	if r.grade != nil {
+		v.outcome = r.grade(v)
 	}
 	return v
 }
@@ -391,8 +391,8 @@ func measured(vs []float64) []float64 {
 // either side of the median with even odds, so the interval misses it only when fewer than k fall
 // on one side: confidence = 1 − 2·P(Binomial(n, ½) < k). A pair's ratio sets each storm against
 // its partner a moment apart, so the pairs are taken as independent draws. Up to eight values
-// the interval is their range (k = 2 reaches 95% only from nine on), which itself falls short
-// of 95% with five or fewer: it is then the range, with the confidence that has.
+// the interval is their range (k = 2 reaches 95% only from nine on); with five or fewer even the
+// range falls short of 95%, and medianRank says by how much.
 func medianInterval(xs []float64) (lo, hi float64) {
 	if len(xs) == 0 {
 		return 0, 0
@@ -403,30 +403,27 @@ func medianInterval(xs []float64) (lo, hi float64) {
 }
 
 // medianRank is medianInterval's k for n values, and the confidence with which its interval
-// holds the true median.
+// holds the true median: 1 − 2·P(B < k), P(B < k) summed up as k grows.
 func medianRank(n int) (k int, confidence float64) {
 	if n == 0 {
 		return 0, 0
 	}
-	k, confidence = 1, 1-2*binomialCDF(n, 0)
+	below := binomialPMF(n, 0) // P(B < k), k = 1
+	k, confidence = 1, 1-2*below
 	for k < n/2 {
-		c := 1 - 2*binomialCDF(n, k)
-		if c < 0.95 {
+		below += binomialPMF(n, k) // P(B < k+1)
+		if 1-2*below < 0.95 {
 			break
 		}
-		k, confidence = k+1, c
+		k, confidence = k+1, 1-2*below
 	}
 	return k, confidence
 }
 
-// binomialCDF is P(Binomial(n, ½) ≤ k), from logarithms so that no term under- or overflows.
-func binomialCDF(n, k int) float64 {
+// binomialPMF is P(Binomial(n, ½) = i), from logarithms so that no factor under- or overflows.
+func binomialPMF(n, i int) float64 {
 	lgamma := func(x int) float64 { v, _ := math.Lgamma(float64(x)); return v }
-	var p float64
-	for i := 0; i <= k; i++ {
-		p += math.Exp(lgamma(n+1) - lgamma(i+1) - lgamma(n-i+1) - float64(n)*math.Ln2)
-	}
-	return p
+	return math.Exp(lgamma(n+1) - lgamma(i+1) - lgamma(n-i+1) - float64(n)*math.Ln2)
 }
 
 // median is the middle value (the mean of the two middle ones for an even count; 0 for none).

