@@ -21,7 +21,17 @@ import (
 // leaser gives DHCP a node's static address, or a discovery lease for an unknown PXE client.
 type leaser struct{ d *daemon }
 
+// Lease also counts a netbooting client as booting until its first HTTP request: image
+// downloads yield the CPU to it meanwhile (httpd's BootPhase).
 func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, error) {
+	lease, ok, err := l.lease(mac, pxe, bind)
+	if pxe && ok && err == nil {
+		l.d.booting.Leased(lease.IP)
+	}
+	return lease, ok, err
+}
+
+func (l leaser) lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, error) {
 	if n, err := l.d.inv.NodeByMAC(mac.String()); err == nil {
 		return dhcpd.Lease{IP: n.Address, Hostname: n.Name, Duration: l.d.cfg.Network.LeaseTime}, true, nil
 	}

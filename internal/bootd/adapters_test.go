@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/bootphase"
 	"github.com/labcluster/gpucluster/internal/config"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/dhcpd"
@@ -38,7 +39,8 @@ func daemonOn(t *testing.T, state string) *daemon {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
-		started: time.Now(), secrets: sec, templates: overlays.FS, remote: ratelog.New(ratelog.Every)}
+		started: time.Now(), secrets: sec, templates: overlays.FS, remote: ratelog.New(ratelog.Every),
+		booting: bootphase.New(bootphase.DefaultPatience)}
 }
 
 func hw(s string) net.HardwareAddr {
@@ -70,20 +72,29 @@ func TestLeaser(t *testing.T) {
 		wantOK   bool
 		wantIP   string
 		wantHost string
+		// booting: the machine now counts as netbooting until it asks HTTP (downloads yield)
+		booting bool
 	}{
-		{"assigned node gets its reservation", "52:54:00:00:00:04", false, true, "10.80.0.104", "c4"},
-		{"assigned node, PXE too", "52:54:00:00:00:04", true, true, "10.80.0.104", "c4"},
-		{"unknown PXE client gets the pool", "52:54:00:00:00:09", true, true, "10.80.0.200", ""},
-		{"unknown non-PXE machine gets nothing", "52:54:00:00:00:0a", false, false, "", ""},
+		{"assigned node gets its reservation", "52:54:00:00:00:04", false, true, "10.80.0.104", "c4", false},
+		{"assigned node, PXE too", "52:54:00:00:00:04", true, true, "10.80.0.104", "c4", true},
+		{"unknown PXE client gets the pool", "52:54:00:00:00:09", true, true, "10.80.0.200", "", true},
+		{"unknown non-PXE machine gets nothing", "52:54:00:00:00:0a", false, false, "", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			d.booting = bootphase.New(bootphase.DefaultPatience)
 			l, ok, err := dora(d, hw(tt.mac), tt.pxe)
 			if err != nil || ok != tt.wantOK {
 				t.Fatalf("Lease = %+v, %v, %v; want ok=%v", l, ok, err, tt.wantOK)
 			}
 			if ok && (l.IP.String() != tt.wantIP || l.Hostname != tt.wantHost) {
 				t.Fatalf("Lease = %s %q, want %s %q", l.IP, l.Hostname, tt.wantIP, tt.wantHost)
+			}
+			if got := d.booting.Booting(); got != tt.booting {
+				t.Fatalf("counts as booting: %v, want %v", got, tt.booting)
+			}
+			if d.booting.Asked(l.IP); ok && d.booting.Booting() {
+				t.Fatalf("still booting after a request from its address %s", l.IP)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/arpprobe"
 	"github.com/labcluster/gpucluster/internal/artifact"
+	"github.com/labcluster/gpucluster/internal/bootphase"
 	"github.com/labcluster/gpucluster/internal/config"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/dhcpd"
@@ -59,6 +60,8 @@ type daemon struct {
 	// request that identified the old machine never gets the new one's keys or writes the new
 	// one's record.
 	identity sync.RWMutex
+	// booting holds the netbooting machines between their lease and their first HTTP request.
+	booting *bootphase.Tracker
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -134,7 +137,7 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	}
 	d := &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
 		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS,
-		probe: arpprobe.New(cfg.Interface), remote: ratelog.New(ratelog.Every)}
+		probe: arpprobe.New(cfg.Interface), remote: ratelog.New(ratelog.Every), booting: bootphase.New(bootphase.DefaultPatience)}
 	d.scout = newScout(d)
 	return d, nil
 }
@@ -273,7 +276,7 @@ func (d *daemon) serveDHCP(ctx context.Context) error {
 
 func (d *daemon) serveHTTP(ctx context.Context, ln net.Listener) error {
 	mask, _ := netip.AddrFromSlice(d.cfg.Netmask())
-	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway},
+	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway, Phase: d.booting},
 		machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
 	return srv.Serve(ctx, ln)
 }

@@ -15,34 +15,44 @@ import (
 // In a boot storm the image downloads would take the CPU that DHCP, TFTP and the boot scripts
 // need to answer in time: on two cores with 200 downloads, each sat in sendfile on a thread of
 // its own, the Go runtime's Ps were held by those system calls, and DHCP ACKs left seconds late
-// (BENCHMARKS.md, item 13). So every sendfile call of a download runs on one of a few copier
-// threads:
+// (BENCHMARKS.md, item 13). So a download's sendfile calls are bounded, and lowered while
+// machines boot:
 //
-//   - as many as the runtime has Ps at start (at least two, so that one call waiting for the
-//     disk does not stop every download): more calls at once copy no faster, and nginx, one
-//     event loop per core, never has more either. `bootd serve` adds as many Ps (ExtraProcs),
-//     so calls in flight never hold them all;
-//   - each at nice +4 for good: a thread answering DHCP or a boot script gets a core first.
-//     Lowering a download's own thread for the whole download (tried first) let the kernel
-//     preempt it while it ran Go code and held a P, and the DHCP goroutines queued on that P
-//     waited with it. A copier runs nothing but its calls. Lowering needs no privilege.
+//   - at most as many calls at once as the runtime has Ps at start (slots; at least two, so that
+//     one call waiting for the disk does not stop every download): more calls at once copy no
+//     faster, and nginx, one event loop per core, never has more either. `bootd serve` adds as
+//     many Ps (ExtraProcs), so calls in flight never hold them all;
+//   - while some machine is between its DHCP lease and its first HTTP request (Options.Phase),
+//     each call runs on one of as many copier threads, at nice +4 for good: a thread answering
+//     DHCP or a boot script, and the TFTP worker, get a core first. Lowering a download's own
+//     thread for the whole download (tried first) let the kernel preempt it while it ran Go
+//     code and held a P, and the DHCP goroutines queued on that P waited with it. A copier runs
+//     nothing but its calls. Lowering needs no privilege;
+//   - otherwise each call runs on the download's own thread. Handing it to a copier costs two
+//     thread switches, which made bootd 2.5–4% slower than nginx until all were done in storms
+//     of 10, nearly all downloads (items 18 and 19).
 //
 // A download still gets every cycle nothing else wants, so an idle or link-bound server copies as
 // fast as before; the calls queue only when more downloads are ready to send than there are
-// copiers.
+// slots.
 
 // copierNice is how much lower than the rest of bootd the copier threads run.
 const copierNice = 4
 
-// copiers is the number of copier threads: the Ps at start (cgroup limits included), at least 2.
+// copiers is the number of copier threads, and of slots: the Ps at start (cgroup limits
+// included), at least 2.
 var copiers = max(runtime.GOMAXPROCS(0), 2)
 
-// ExtraProcs is how many Go Ps a server should add for its downloads: one per copier, each of
-// which holds a P while inside sendfile until the runtime takes it back.
+// ExtraProcs is how many Go Ps a server should add for its downloads: one per slot, since a call
+// in flight holds its P while inside sendfile until the runtime takes it back.
 func ExtraProcs() int { return copiers }
 
 // sendfileSyscall is sendfile(2); a variable so that tests can look at the thread during a call.
 var sendfileSyscall = unix.Sendfile
+
+// slots bounds the sendfile calls in flight, on the copiers and on downloads' own threads alike,
+// to the Ps that ExtraProcs added.
+var slots = make(chan struct{}, copiers)
 
 // copyJob is one sendfile call for a copier; the answer goes to done (buffered: a copier never
 // waits for the download that asked).
@@ -57,7 +67,7 @@ type copyResult struct {
 }
 
 var (
-	copyJobs     chan copyJob // unbuffered: a download waits until a copier is free
+	copyJobs     chan copyJob // unbuffered: a call waits until a copier is free (briefly: slots)
 	startCopiers sync.Once
 )
 
@@ -92,8 +102,12 @@ func niceOf(tid int) (int, error) {
 	return 20 - p, err
 }
 
-// bulkListener hands out connections whose file downloads are sent by the copiers.
-type bulkListener struct{ net.Listener }
+// bulkListener hands out connections whose file downloads are sent in bounded sendfile calls,
+// on the copiers while yield says so.
+type bulkListener struct {
+	net.Listener
+	yield func() bool
+}
 
 func (l bulkListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
@@ -101,17 +115,20 @@ func (l bulkListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
-		return bulkConn{tc}, nil
+		return bulkConn{tc, l.yield}, nil
 	}
 	return c, nil
 }
 
 // bulkConn is a TCP connection whose ReadFrom, which net/http calls for a response body once
-// the headers are out, sends a regular file through the copiers.
-type bulkConn struct{ *net.TCPConn }
+// the headers are out, sends a regular file in bounded sendfile calls.
+type bulkConn struct {
+	*net.TCPConn
+	yield func() bool
+}
 
 // ReadFrom sends r's bytes: a file behind an io.LimitedReader (what ServeContent hands down, in
-// progressWriter's chunks; the handlers open only regular files) through the copiers, anything
+// progressWriter's chunks; the handlers open only regular files) in bounded calls, anything
 // else through the TCP connection as usual. Where sendfile cannot serve the pair at all, the
 // connection's own ReadFrom does.
 func (c bulkConn) ReadFrom(r io.Reader) (int64, error) {
@@ -123,7 +140,7 @@ func (c bulkConn) ReadFrom(r io.Reader) (int64, error) {
 	if !ok {
 		return c.TCPConn.ReadFrom(r)
 	}
-	n, err := sendBulk(c.TCPConn, f, lr)
+	n, err := sendBulk(c.TCPConn, f, lr, c.yield)
 	if n == 0 && unsupported(err) {
 		return c.TCPConn.ReadFrom(lr)
 	}
@@ -135,10 +152,10 @@ func unsupported(err error) bool {
 	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP)
 }
 
-// sendBulk copies up to lr.N bytes from f's current offset to dst with sendfile calls on the
-// copiers, and counts them off lr.N. It keeps dst's write deadline: RawConn.Write waits for the
-// socket to drain and fails when the deadline passes.
-func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader) (written int64, err error) {
+// sendBulk copies up to lr.N bytes from f's current offset to dst with bounded sendfile calls,
+// and counts them off lr.N. It keeps dst's write deadline: RawConn.Write waits for the socket to
+// drain and fails when the deadline passes.
+func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader, yield func() bool) (written int64, err error) {
 	dstConn, err := dst.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -151,7 +168,7 @@ func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader) (written int64
 	ctlErr := srcConn.Control(func(src uintptr) {
 		err := dstConn.Write(func(dst uintptr) bool {
 			var n int64
-			n, sendErr = sendfile(int(dst), int(src), lr.N)
+			n, sendErr = sendfile(int(dst), int(src), lr.N, yield)
 			written += n
 			lr.N -= n
 			return !errors.Is(sendErr, unix.EAGAIN) // false: wait until dst can take more
@@ -166,11 +183,11 @@ func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader) (written int64
 	return written, sendErr
 }
 
-// sendfile sends up to limit bytes, one copier call after another, until limit is sent, the file
-// ends or the socket is full (EAGAIN).
-func sendfile(dst, src int, limit int64) (sent int64, err error) {
+// sendfile sends up to limit bytes, one call after another, each on a copier while yield says so,
+// until limit is sent, the file ends or the socket is full (EAGAIN).
+func sendfile(dst, src int, limit int64, yield func() bool) (sent int64, err error) {
 	for sent < limit {
-		n, err := onCopier(dst, src, int(limit-sent))
+		n, err := sendCall(dst, src, int(limit-sent), yield())
 		if n > 0 {
 			sent += int64(n)
 		}
@@ -186,25 +203,46 @@ func sendfile(dst, src int, limit int64) (sent int64, err error) {
 	return sent, nil
 }
 
-// onCopier runs one sendfile call on a copier. Waiting for a free copier is bounded like a
-// stalled send (sendTimeout): should the disk under every copier hang, downloads fail with a
-// timeout instead of piling up.
-func onCopier(dst, src, count int) (int, error) {
-	j := copyJob{dst: dst, src: src, count: count, done: make(chan copyResult, 1)}
+// sendCall runs one sendfile call in a slot: on a copier when yield is true, else on the calling
+// thread. Waiting for a slot is bounded like a stalled send (sendTimeout): should the disk under
+// every call in flight hang, downloads fail with a timeout instead of piling up.
+func sendCall(dst, src, count int, yield bool) (int, error) {
+	if err := takeSlot(); err != nil {
+		return 0, err
+	}
+	defer func() { <-slots }()
+	send := sendfileSyscall
+	if yield {
+		send = onCopier
+	}
+	n, err := send(dst, src, nil, count)
+	if err != nil {
+		return n, os.NewSyscallError("sendfile", err)
+	}
+	return n, nil
+}
+
+// takeSlot waits up to sendTimeout for a free slot.
+func takeSlot() error {
 	select {
-	case jobs() <- j:
+	case slots <- struct{}{}:
+		return nil
 	default:
-		t := time.NewTimer(sendTimeout)
-		defer t.Stop()
-		select {
-		case jobs() <- j:
-		case <-t.C:
-			return 0, os.ErrDeadlineExceeded
-		}
 	}
+	t := time.NewTimer(sendTimeout)
+	defer t.Stop()
+	select {
+	case slots <- struct{}{}:
+		return nil
+	case <-t.C:
+		return os.ErrDeadlineExceeded
+	}
+}
+
+// onCopier makes a sendfile call on a copier thread (offset: nil, the file's own).
+func onCopier(dst, src int, _ *int64, count int) (int, error) {
+	j := copyJob{dst: dst, src: src, count: count, done: make(chan copyResult, 1)}
+	jobs() <- j
 	r := <-j.done
-	if r.err != nil {
-		return r.n, os.NewSyscallError("sendfile", r.err)
-	}
-	return r.n, nil
+	return r.n, r.err
 }

@@ -6,11 +6,14 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,9 +25,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A file download's sendfile calls run on copier threads at copierNice, and no other thread of
-// the process is lowered. The bytes are the file's, for a whole file and for a range.
-func TestDownloadsSentByLoweredCopiers(t *testing.T) {
+// fakePhase is a BootPhase the test sets, recording who asked.
+type fakePhase struct {
+	booting atomic.Bool
+	mu      sync.Mutex
+	asked   []netip.Addr
+}
+
+func (p *fakePhase) Asked(a netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, a)
+}
+
+func (p *fakePhase) Booting() bool { return p.booting.Load() }
+
+// While machines boot, a file download's sendfile calls run on copier threads at copierNice;
+// otherwise on the download's own thread, not lowered. No other thread of the process is lowered,
+// and each request tells the phase where it came from. The bytes are the file's, for a whole file
+// and for a range.
+func TestDownloadsYieldWhileMachinesBoot(t *testing.T) {
 	base, err := niceOf(0)
 	if err != nil {
 		t.Fatal(err)
@@ -48,22 +68,30 @@ func TestDownloadsSentByLoweredCopiers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), content, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := serveLoopbackFrom(t, dir)
+	phase := &fakePhase{}
+	addr := serveLoopbackPhase(t, dir, phase)
 	lowered := min(base+copierNice, 19)
 
 	for _, tc := range []struct {
 		name, rangeHeader string
+		booting           bool
 		want              []byte
-		copied            bool // net/http writes a body's first 512 bytes itself
+		sent              bool // by sendfile: net/http writes a body's first 512 bytes itself
 	}{
-		{"whole file", "", content, true},
-		{"a range", "bytes=1000-2000000", content[1000:2000001], true},
-		{"the last bytes", "bytes=-17", content[len(content)-17:], false},
+		{"whole file, machines booting", "", true, content, true},
+		{"a range, machines booting", "bytes=1000-2000000", true, content[1000:2000001], true},
+		{"the last bytes, machines booting", "bytes=-17", true, content[len(content)-17:], false},
+		{"whole file, none booting", "", false, content, true},
+		{"a range, none booting", "bytes=1000-2000000", false, content[1000:2000001], true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mu.Lock()
 			during = nil
 			mu.Unlock()
+			phase.booting.Store(tc.booting)
+			phase.mu.Lock()
+			phase.asked = nil
+			phase.mu.Unlock()
 			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/images/compute/1/vmlinuz", nil)
 			if tc.rangeHeader != "" {
 				req.Header.Set("Range", tc.rangeHeader)
@@ -77,14 +105,23 @@ func TestDownloadsSentByLoweredCopiers(t *testing.T) {
 			if err != nil || !bytes.Equal(got, tc.want) {
 				t.Fatalf("got %d bytes (err %v), want the file's %d", len(got), err, len(tc.want))
 			}
+			phase.mu.Lock()
+			if want := []netip.Addr{netip.MustParseAddr("127.0.0.1")}; !slices.Equal(phase.asked, want) {
+				t.Errorf("the phase was told of requests from %v, want %v", phase.asked, want)
+			}
+			phase.mu.Unlock()
 			mu.Lock()
 			defer mu.Unlock()
-			if copied := len(during) > 0; copied != tc.copied {
-				t.Fatalf("sent by the copiers: %v, want %v", copied, tc.copied)
+			if sent := len(during) > 0; sent != tc.sent {
+				t.Fatalf("sent by sendfile: %v, want %v", sent, tc.sent)
+			}
+			want := base
+			if tc.booting {
+				want = lowered
 			}
 			for i, nice := range during {
-				if nice != lowered {
-					t.Errorf("sendfile call %d ran at nice %d, want %d", i, nice, lowered)
+				if nice != want {
+					t.Errorf("sendfile call %d ran at nice %d, want %d", i, nice, want)
 				}
 			}
 			// At nice 19 already nothing can be lowered, and every thread is "at" lowered.
@@ -113,8 +150,20 @@ func threadsAt(t *testing.T, nice int) int {
 }
 
 // However many downloads run at once, no more sendfile calls are in flight than there are
-// copiers, and the downloads do share them (more than one call in flight).
-func TestCopiersBoundSendfile(t *testing.T) {
+// copiers, whether the copiers or the downloads' own threads make them, and the downloads do
+// share them (more than one call in flight).
+func TestSlotsBoundSendfile(t *testing.T) {
+	for _, booting := range []bool{true, false} {
+		t.Run(fmt.Sprintf("machines booting: %v", booting), func(t *testing.T) {
+			phase := &fakePhase{}
+			phase.booting.Store(booting)
+			testSlotsBound(t, phase)
+		})
+	}
+}
+
+// testSlotsBound runs 4 × copiers downloads at once from a server yielding to phase.
+func testSlotsBound(t *testing.T, phase BootPhase) {
 	downloads := 4 * copiers
 	var inFlight, most atomic.Int32
 	testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
@@ -131,7 +180,7 @@ func TestCopiersBoundSendfile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte("k"), size), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := serveLoopbackFrom(t, dir)
+	addr := serveLoopbackPhase(t, dir, phase)
 	var wg sync.WaitGroup
 	for range downloads {
 		wg.Go(func() {
@@ -148,12 +197,12 @@ func TestCopiersBoundSendfile(t *testing.T) {
 	}
 	wg.Wait()
 	if got := int(most.Load()); got != copiers {
-		t.Errorf("at most %d sendfile calls in flight, want %d (the copiers)", got, copiers)
+		t.Errorf("at most %d sendfile calls in flight, want %d (the slots)", got, copiers)
 	}
 }
 
-// sendfile's loop over copier calls: what each answer of sendfile(2) makes of the bytes sent
-// and the error returned.
+// sendfile's loop over calls, on the copiers or not: what each answer of sendfile(2) makes of the
+// bytes sent and the error returned.
 func TestSendfileAnswers(t *testing.T) {
 	type answer struct {
 		n   int
@@ -172,54 +221,60 @@ func TestSendfileAnswers(t *testing.T) {
 		{"file ends early", []answer{{70, nil}, {0, nil}}, 70, nil},
 		{"hard error", []answer{{10, nil}, {-1, unix.EIO}}, 10, unix.EIO},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var calls atomic.Int32
-			testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
-				i := int(calls.Add(1)) - 1
-				if i >= len(tc.answers) {
-					t.Errorf("call %d: more calls than answers", i+1)
-					return 0, unix.EIO
+		for _, yield := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, on the copiers: %v", tc.name, yield), func(t *testing.T) {
+				var calls atomic.Int32
+				testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
+					i := int(calls.Add(1)) - 1
+					if i >= len(tc.answers) {
+						t.Errorf("call %d: more calls than answers", i+1)
+						return 0, unix.EIO
+					}
+					return tc.answers[i].n, tc.answers[i].err
+				})
+				sent, err := sendfile(-1, -1, 100, func() bool { return yield })
+				if sent != tc.sent || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+					t.Errorf("sent %d, err %v; want %d, %v", sent, err, tc.sent, tc.wantErr)
 				}
-				return tc.answers[i].n, tc.answers[i].err
+				if int(calls.Load()) != len(tc.answers) {
+					t.Errorf("%d calls, want %d", calls.Load(), len(tc.answers))
+				}
 			})
-			sent, err := sendfile(-1, -1, 100)
-			if sent != tc.sent || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Errorf("sent %d, err %v; want %d, %v", sent, err, tc.sent, tc.wantErr)
-			}
-			if int(calls.Load()) != len(tc.answers) {
-				t.Errorf("%d calls, want %d", calls.Load(), len(tc.answers))
-			}
-		})
+		}
 	}
 }
 
-// When every copier is stuck (a disk that does not answer), a download waiting for one gives up
-// after sendTimeout instead of piling up.
-func TestCopierWaitIsBounded(t *testing.T) {
-	testhook.Set(t, &sendTimeout, 50*time.Millisecond)
-	release := make(chan struct{})
-	var stuck sync.WaitGroup
-	stuck.Add(copiers)
-	testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
-		stuck.Done()
-		<-release
-		return 0, nil
-	})
-	var held sync.WaitGroup
-	t.Cleanup(func() { close(release); held.Wait() }) // before the hook is put back
-	for range copiers {
-		held.Go(func() { _, _ = onCopier(-1, -1, 1) })
-	}
-	stuck.Wait() // every copier is inside a call
-	probe := make(chan error, 1)
-	go func() { _, err := onCopier(-1, -1, 1); probe <- err }()
-	select {
-	case err := <-probe:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("with every copier stuck: %v, want a deadline error", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a download still waits for a copier 5 s after sendTimeout (50 ms)")
+// When every slot holds a stuck call (a disk that does not answer), a download waiting for one
+// gives up after sendTimeout instead of piling up, on the copiers or not.
+func TestSlotWaitIsBounded(t *testing.T) {
+	for _, yield := range []bool{true, false} {
+		t.Run(fmt.Sprintf("on the copiers: %v", yield), func(t *testing.T) {
+			testhook.Set(t, &sendTimeout, 50*time.Millisecond)
+			release := make(chan struct{})
+			var stuck sync.WaitGroup
+			stuck.Add(copiers)
+			testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
+				stuck.Done()
+				<-release
+				return 0, nil
+			})
+			var held sync.WaitGroup
+			t.Cleanup(func() { close(release); held.Wait() }) // before the hook is put back
+			for range copiers {
+				held.Go(func() { _, _ = sendCall(-1, -1, 1, yield) })
+			}
+			stuck.Wait() // every slot is inside a call
+			probe := make(chan error, 1)
+			go func() { _, err := sendCall(-1, -1, 1, yield); probe <- err }()
+			select {
+			case err := <-probe:
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Errorf("with every slot stuck: %v, want a deadline error", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a download still waits for a slot 5 s after sendTimeout (50 ms)")
+			}
+		})
 	}
 }
 

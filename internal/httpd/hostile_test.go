@@ -41,7 +41,14 @@ func serveLoopback(t *testing.T) string {
 // serveLoopbackFrom is serveLoopback with the files of dir.
 func serveLoopbackFrom(t *testing.T, dir string) string {
 	t.Helper()
-	ln, cancel, served := startLoopback(t, dir)
+	return serveLoopbackPhase(t, dir, nil)
+}
+
+// serveLoopbackPhase is serveLoopbackFrom with downloads yielding while phase says machines boot
+// (nil: always).
+func serveLoopbackPhase(t *testing.T, dir string, phase BootPhase) string {
+	t.Helper()
+	ln, cancel, served := startServing(t, testServer(t, dir, phase))
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
@@ -55,9 +62,14 @@ func serveLoopbackFrom(t *testing.T, dir string) string {
 // (at the latest when the test ends); served receives what Serve returned.
 func startLoopback(t *testing.T, dir string) (ln net.Listener, cancel context.CancelFunc, served <-chan error) {
 	t.Helper()
+	return startServing(t, testServer(t, dir, nil))
+}
+
+// testServer serves the files of dir, to any machine, logging nowhere.
+func testServer(t *testing.T, dir string, phase BootPhase) *Server {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	return startServing(t, New(Options{BaseURL: "http://10.80.0.1"}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log))
+	return New(Options{BaseURL: "http://10.80.0.1", Phase: phase}, &fakeMachines{}, fakeFiles{t, dir}, anyNodes{}, log)
 }
 
 // startServing is startLoopback for a Server of the test's making.

@@ -59,12 +59,22 @@ var ErrNotFound = errors.New("not found")
 // ErrForbidden is what Machines wraps when a request comes from the wrong address.
 var ErrForbidden = errors.New("forbidden")
 
-// Options are the network facts the scripts carry.
+// Options are the network facts the scripts carry, and the boot phase the downloads yield to.
 type Options struct {
 	BaseURL      string // e.g. http://10.80.0.1 (no trailing slash)
 	Netmask      netip.Addr
 	Gateway      netip.Addr    // zero: none
 	PollInterval time.Duration // how often a waiting machine asks again
+	Phase        BootPhase     // nil: downloads always yield
+}
+
+// BootPhase knows which machines are between their DHCP lease and their first HTTP request.
+type BootPhase interface {
+	// Asked records a request from address a.
+	Asked(a netip.Addr)
+	// Booting reports whether any machine is in that phase: downloads then send on the copiers
+	// (bulk.go) and leave the CPU to DHCP, TFTP and the boot scripts first.
+	Booting() bool
 }
 
 // Server serves bootd's HTTP.
@@ -126,6 +136,22 @@ func limitBodies(h http.Handler) http.Handler {
 	})
 }
 
+// noteAsked tells the boot phase of each request's address.
+func (s *Server) noteAsked(h http.Handler) http.Handler {
+	if s.opts.Phase == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if from, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			s.opts.Phase.Asked(from.Addr().Unmap())
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// yield reports whether downloads should leave the CPU to boot work now.
+func (s *Server) yield() bool { return s.opts.Phase == nil || s.opts.Phase.Booting() }
+
 // Serve answers on ln until ctx is done or ln fails, lets the requests in flight end, and then
 // writes the counts of the refusals its rate limit held back; it returns ln's failure, or nil
 // after ctx. Timeouts on headers, bodies and idle connections keep slow or stalled clients from
@@ -136,7 +162,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// still returning then logs into a window nobody writes).
 	defer s.remote.Flush()
 	srv := &http.Server{
-		Handler:           limitBodies(s.Handler()),
+		Handler:           limitBodies(s.noteAsked(s.Handler())),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
@@ -153,7 +179,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			_ = srv.Close() // downloads still running after the grace are cut
 		}
 	}()
-	err := srv.Serve(bulkListener{ln})
+	err := srv.Serve(bulkListener{ln, s.yield})
 	// net/http's Serve returns as soon as Shutdown begins, or when the listener fails; either way
 	// the requests in flight end as at a stop, so that none logs after the Flush. Shutdown returns
 	// once they have ended, or after shutdownGrace with their connections closed: a copier then
