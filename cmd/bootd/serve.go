@@ -179,9 +179,10 @@ func usageErr(err error) error {
 	return errUsage
 }
 
-// sizeRuntime gives the Go runtime one P more per sendfile call a download may have in flight,
-// each of which holds a P while inside the call (internal/httpd/bulk.go): without them, a boot
-// storm's downloads held every P and DHCP answers waited seconds. An admin's GOMAXPROCS stands.
+// sizeRuntime gives the Go runtime one P more per download slot (the sendfile calls in flight
+// across all downloads), each of which holds a P while inside its call (internal/httpd/bulk.go):
+// without them, a boot storm's downloads held every P and DHCP answers waited seconds. An
+// admin's GOMAXPROCS stands.
 func sizeRuntime(log logrus.FieldLogger) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		log.WithField("gomaxprocs", runtime.GOMAXPROCS(0)).Info("GOMAXPROCS set in the environment: kept, with no Ps added for the downloads' sendfile calls")

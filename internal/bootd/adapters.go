@@ -25,12 +25,13 @@ type leaser struct{ d *daemon }
 // downloads yield the CPU to it meanwhile (httpd's BootPhase).
 func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, error) {
 	lease, ok, err := l.lease(mac, pxe, bind)
-	if pxe && ok && err == nil {
+	if pxe && ok { // ok is false with every error
 		l.d.booting.Leased(lease.IP)
 	}
 	return lease, ok, err
 }
 
+// lease is Lease without the bookkeeping: the inventory's answer.
 func (l leaser) lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, error) {
 	if n, err := l.d.inv.NodeByMAC(mac.String()); err == nil {
 		return dhcpd.Lease{IP: n.Address, Hostname: n.Name, Duration: l.d.cfg.Network.LeaseTime}, true, nil

@@ -93,11 +93,24 @@ func TestLeaser(t *testing.T) {
 			if got := d.booting.Booting(); got != tt.booting {
 				t.Fatalf("counts as booting: %v, want %v", got, tt.booting)
 			}
-			if d.booting.Asked(l.IP); ok && d.booting.Booting() {
-				t.Fatalf("still booting after a request from its address %s", l.IP)
+			if !ok {
+				return
+			}
+			d.booting.Asked(netip.MustParseAddr(tt.wantIP)) // as httpd reports a request from there
+			if d.booting.Booting() {
+				t.Fatalf("still booting after a request from its address %s", tt.wantIP)
 			}
 		})
 	}
+	t.Run("PXE REQUEST without a lease (NAK)", func(t *testing.T) {
+		d.booting = bootphase.New(bootphase.DefaultPatience)
+		if _, _, err := (leaser{d}).Lease(hw("52:54:00:00:00:0b"), true, true); !errors.Is(err, dhcpd.ErrNoLease) {
+			t.Fatalf("Lease = %v, want ErrNoLease", err)
+		}
+		if d.booting.Booting() {
+			t.Fatal("a client NAKed counts as booting")
+		}
+	})
 }
 
 func TestControllerAssign(t *testing.T) {

@@ -14,7 +14,9 @@ import (
 // firmware that gave up) stops counting after this.
 const DefaultPatience = 30 * time.Second
 
-// Tracker is safe for concurrent use. The zero value is not usable: see New.
+// Tracker holds the addresses of the machines leased as netbooting clients that have not asked
+// HTTP yet, each until its patience runs out. It is safe for concurrent use. The zero value is
+// not usable: see New.
 type Tracker struct {
 	patience time.Duration
 	start    time.Time        // deadlines count from here, on the monotonic clock (immune to clock steps)
@@ -37,6 +39,9 @@ func (t *Tracker) Leased(a netip.Addr) {
 	deadline := t.elapsed() + t.patience
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !t.Booting() {
+		clear(t.pending) // all past their patience: a storm's or a flood's leftovers go here
+	}
 	t.pending[a] = deadline
 	t.until.Store(max(t.until.Load(), int64(deadline)))
 }
@@ -44,7 +49,7 @@ func (t *Tracker) Leased(a netip.Addr) {
 // Asked records an HTTP request from a: the machine there has reached its boot script.
 func (t *Tracker) Asked(a netip.Addr) {
 	if !t.Booting() {
-		return // the common case, every request after a storm: no lock (entries left expire anyway)
+		return // the common case, every request after a storm: no lock (the next lease clears the table)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -52,11 +57,11 @@ func (t *Tracker) Asked(a netip.Addr) {
 		return
 	}
 	delete(t.pending, a)
-	t.recount()
+	t.prune()
 }
 
-// recount drops the machines past their deadline and stores the latest deadline left.
-func (t *Tracker) recount() {
+// prune drops the machines past their deadline and stores the latest deadline left.
+func (t *Tracker) prune() {
 	now := t.elapsed()
 	var latest time.Duration
 	for a, d := range t.pending {

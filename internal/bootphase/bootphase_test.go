@@ -2,6 +2,7 @@ package bootphase
 
 import (
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 )
@@ -59,9 +60,29 @@ func TestBooting(t *testing.T) {
 	}
 }
 
-// Machines that never ask do not stay in the table: an HTTP request after their patience drops
-// them, so a flood of leases to made-up MACs leaves nothing behind.
+// Machines that never ask do not stay in the table: the first lease after all their patience
+// has run out clears it, and a request drops those past it while others still boot. So a flood
+// of leases to made-up MACs leaves nothing behind, and the table never holds more than the
+// addresses leased within one patience.
 func TestExpiredDropped(t *testing.T) {
+	t.Run("a lease after every patience ran out", func(t *testing.T) {
+		now := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
+		tr := New(time.Second)
+		tr.start, tr.now = now, func() time.Time { return now }
+		for i := range 200 {
+			tr.Leased(netip.AddrFrom4([4]byte{10, 80, 1, byte(i)}))
+		}
+		now = now.Add(2 * time.Second)
+		tr.Asked(netip.MustParseAddr("10.80.0.9")) // nobody booting: no lock, nothing dropped
+		tr.Leased(netip.MustParseAddr("10.80.0.5"))
+		if n := len(tr.pending); n != 1 {
+			t.Errorf("%d machines held after the storm's patience and one new lease, want 1", n)
+		}
+	})
+	t.Run("a request while others still boot", testExpiredDroppedByRequest)
+}
+
+func testExpiredDroppedByRequest(t *testing.T) {
 	now := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
 	tr := New(time.Second)
 	tr.start, tr.now = now, func() time.Time { return now }
@@ -99,5 +120,26 @@ func TestLatestDeadlineCounts(t *testing.T) {
 		if !tr.Booting() {
 			t.Fatalf("Booting() = false at 148 s after 10.80.1.%d asked, want true: 10.80.1.49 counts until 149 s", i)
 		}
+	}
+}
+
+// Leases, requests and the downloads' questions at once, from many goroutines (run with -race):
+// every machine asks in the end, so none is booting.
+func TestConcurrentUse(t *testing.T) {
+	tr := New(time.Minute)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 200 {
+				a := netip.AddrFrom4([4]byte{10, 80, byte(i), byte(j)})
+				tr.Leased(a)
+				_ = tr.Booting()
+				tr.Asked(a)
+			}
+		})
+	}
+	wg.Wait()
+	if tr.Booting() {
+		t.Errorf("booting after every machine asked (%d left)", len(tr.pending))
 	}
 }

@@ -51,7 +51,9 @@ func ExtraProcs() int { return copiers }
 var sendfileSyscall = unix.Sendfile
 
 // slots bounds the sendfile calls in flight, on the copiers and on downloads' own threads alike,
-// to the Ps that ExtraProcs added.
+// to the Ps that ExtraProcs added. There must be no more slots than copiers: a call holding a
+// slot then always finds a copier free or about to be, and only the wait for a slot, which
+// sendTimeout bounds, can be long.
 var slots = make(chan struct{}, copiers)
 
 // copyJob is one sendfile call for a copier; the answer goes to done (buffered: a copier never
@@ -67,7 +69,7 @@ type copyResult struct {
 }
 
 var (
-	copyJobs     chan copyJob // unbuffered: a call waits until a copier is free (briefly: slots)
+	copyJobs     chan copyJob // unbuffered: a call waits until a copier is free (briefly: see slots)
 	startCopiers sync.Once
 )
 
@@ -103,10 +105,10 @@ func niceOf(tid int) (int, error) {
 }
 
 // bulkListener hands out connections whose file downloads are sent in bounded sendfile calls,
-// on the copiers while yield says so.
+// on the copiers while onCopiers says so.
 type bulkListener struct {
 	net.Listener
-	yield func() bool
+	onCopiers func() bool
 }
 
 func (l bulkListener) Accept() (net.Conn, error) {
@@ -115,7 +117,7 @@ func (l bulkListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
-		return bulkConn{tc, l.yield}, nil
+		return bulkConn{tc, l.onCopiers}, nil
 	}
 	return c, nil
 }
@@ -124,7 +126,7 @@ func (l bulkListener) Accept() (net.Conn, error) {
 // the headers are out, sends a regular file in bounded sendfile calls.
 type bulkConn struct {
 	*net.TCPConn
-	yield func() bool
+	onCopiers func() bool
 }
 
 // ReadFrom sends r's bytes: a file behind an io.LimitedReader (what ServeContent hands down, in
@@ -140,7 +142,7 @@ func (c bulkConn) ReadFrom(r io.Reader) (int64, error) {
 	if !ok {
 		return c.TCPConn.ReadFrom(r)
 	}
-	n, err := sendBulk(c.TCPConn, f, lr, c.yield)
+	n, err := sendBulk(c.TCPConn, f, lr, c.onCopiers)
 	if n == 0 && unsupported(err) {
 		return c.TCPConn.ReadFrom(lr)
 	}
@@ -155,7 +157,7 @@ func unsupported(err error) bool {
 // sendBulk copies up to lr.N bytes from f's current offset to dst with bounded sendfile calls,
 // and counts them off lr.N. It keeps dst's write deadline: RawConn.Write waits for the socket to
 // drain and fails when the deadline passes.
-func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader, yield func() bool) (written int64, err error) {
+func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader, onCopiers func() bool) (written int64, err error) {
 	dstConn, err := dst.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -168,7 +170,7 @@ func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader, yield func() b
 	ctlErr := srcConn.Control(func(src uintptr) {
 		err := dstConn.Write(func(dst uintptr) bool {
 			var n int64
-			n, sendErr = sendfile(int(dst), int(src), lr.N, yield)
+			n, sendErr = sendfile(int(dst), int(src), lr.N, onCopiers)
 			written += n
 			lr.N -= n
 			return !errors.Is(sendErr, unix.EAGAIN) // false: wait until dst can take more
@@ -183,11 +185,11 @@ func sendBulk(dst *net.TCPConn, f *os.File, lr *io.LimitedReader, yield func() b
 	return written, sendErr
 }
 
-// sendfile sends up to limit bytes, one call after another, each on a copier while yield says so,
-// until limit is sent, the file ends or the socket is full (EAGAIN).
-func sendfile(dst, src int, limit int64, yield func() bool) (sent int64, err error) {
+// sendfile sends up to limit bytes, one call after another, each on a copier while onCopiers says
+// so, until limit is sent, the file ends or the socket is full (EAGAIN).
+func sendfile(dst, src int, limit int64, onCopiers func() bool) (sent int64, err error) {
 	for sent < limit {
-		n, err := sendCall(dst, src, int(limit-sent), yield())
+		n, err := sendCall(dst, src, int(limit-sent), onCopiers())
 		if n > 0 {
 			sent += int64(n)
 		}
@@ -203,16 +205,16 @@ func sendfile(dst, src int, limit int64, yield func() bool) (sent int64, err err
 	return sent, nil
 }
 
-// sendCall runs one sendfile call in a slot: on a copier when yield is true, else on the calling
-// thread. Waiting for a slot is bounded like a stalled send (sendTimeout): should the disk under
+// sendCall runs one sendfile call in a slot: on a copier when lowered is true, else on the
+// calling thread. Waiting for a slot is bounded like a stalled send (sendTimeout): should the disk under
 // every call in flight hang, downloads fail with a timeout instead of piling up.
-func sendCall(dst, src, count int, yield bool) (int, error) {
+func sendCall(dst, src, count int, lowered bool) (int, error) {
 	if err := takeSlot(); err != nil {
 		return 0, err
 	}
 	defer func() { <-slots }()
 	send := sendfileSyscall
-	if yield {
+	if lowered {
 		send = onCopier
 	}
 	n, err := send(dst, src, nil, count)

@@ -150,23 +150,34 @@ func threadsAt(t *testing.T, nice int) int {
 }
 
 // However many downloads run at once, no more sendfile calls are in flight than there are
-// copiers, whether the copiers or the downloads' own threads make them, and the downloads do
-// share them (more than one call in flight).
+// copiers, whether the copiers or the downloads' own threads make them, or both at once (the
+// phase changing under them), and the downloads do share them (more than one call in flight).
 func TestSlotsBoundSendfile(t *testing.T) {
-	for _, booting := range []bool{true, false} {
-		t.Run(fmt.Sprintf("machines booting: %v", booting), func(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		booting, change bool // the phase at first; whether each call turns it over
+	}{
+		{"machines booting", true, false},
+		{"none booting", false, false},
+		{"machines booting, then not, and so on", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			phase := &fakePhase{}
-			phase.booting.Store(booting)
-			testSlotsBound(t, phase)
+			phase.booting.Store(tc.booting)
+			testSlotsBound(t, phase, tc.change)
 		})
 	}
 }
 
-// testSlotsBound runs 4 × copiers downloads at once from a server yielding to phase.
-func testSlotsBound(t *testing.T, phase BootPhase) {
+// testSlotsBound runs 4 × copiers downloads at once from a server yielding to phase, turning the
+// phase over at each call when change is set.
+func testSlotsBound(t *testing.T, phase *fakePhase, change bool) {
 	downloads := 4 * copiers
 	var inFlight, most atomic.Int32
 	testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
+		if change {
+			phase.booting.Store(!phase.booting.Load())
+		}
 		now := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
@@ -221,8 +232,8 @@ func TestSendfileAnswers(t *testing.T) {
 		{"file ends early", []answer{{70, nil}, {0, nil}}, 70, nil},
 		{"hard error", []answer{{10, nil}, {-1, unix.EIO}}, 10, unix.EIO},
 	} {
-		for _, yield := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s, on the copiers: %v", tc.name, yield), func(t *testing.T) {
+		for _, onCopiers := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, on the copiers: %v", tc.name, onCopiers), func(t *testing.T) {
 				var calls atomic.Int32
 				testhook.Set(t, &sendfileSyscall, func(dst, src int, off *int64, n int) (int, error) {
 					i := int(calls.Add(1)) - 1
@@ -232,7 +243,7 @@ func TestSendfileAnswers(t *testing.T) {
 					}
 					return tc.answers[i].n, tc.answers[i].err
 				})
-				sent, err := sendfile(-1, -1, 100, func() bool { return yield })
+				sent, err := sendfile(-1, -1, 100, func() bool { return onCopiers })
 				if sent != tc.sent || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
 					t.Errorf("sent %d, err %v; want %d, %v", sent, err, tc.sent, tc.wantErr)
 				}
@@ -247,8 +258,8 @@ func TestSendfileAnswers(t *testing.T) {
 // When every slot holds a stuck call (a disk that does not answer), a download waiting for one
 // gives up after sendTimeout instead of piling up, on the copiers or not.
 func TestSlotWaitIsBounded(t *testing.T) {
-	for _, yield := range []bool{true, false} {
-		t.Run(fmt.Sprintf("on the copiers: %v", yield), func(t *testing.T) {
+	for _, onCopiers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("on the copiers: %v", onCopiers), func(t *testing.T) {
 			testhook.Set(t, &sendTimeout, 50*time.Millisecond)
 			release := make(chan struct{})
 			var stuck sync.WaitGroup
@@ -261,11 +272,11 @@ func TestSlotWaitIsBounded(t *testing.T) {
 			var held sync.WaitGroup
 			t.Cleanup(func() { close(release); held.Wait() }) // before the hook is put back
 			for range copiers {
-				held.Go(func() { _, _ = sendCall(-1, -1, 1, yield) })
+				held.Go(func() { _, _ = sendCall(-1, -1, 1, onCopiers) })
 			}
 			stuck.Wait() // every slot is inside a call
 			probe := make(chan error, 1)
-			go func() { _, err := sendCall(-1, -1, 1, yield); probe <- err }()
+			go func() { _, err := sendCall(-1, -1, 1, onCopiers); probe <- err }()
 			select {
 			case err := <-probe:
 				if !errors.Is(err, os.ErrDeadlineExceeded) {

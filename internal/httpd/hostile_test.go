@@ -65,7 +65,8 @@ func startLoopback(t *testing.T, dir string) (ln net.Listener, cancel context.Ca
 	return startServing(t, testServer(t, dir, nil))
 }
 
-// testServer serves the files of dir, to any machine, logging nowhere.
+// testServer serves the files of dir, to any machine, logging nowhere, its downloads yielding
+// while phase says machines boot (nil: always).
 func testServer(t *testing.T, dir string, phase BootPhase) *Server {
 	log := logrus.New()
 	log.SetOutput(io.Discard)

@@ -65,7 +65,7 @@ type Options struct {
 	Netmask      netip.Addr
 	Gateway      netip.Addr    // zero: none
 	PollInterval time.Duration // how often a waiting machine asks again
-	Phase        BootPhase     // nil: downloads always yield
+	Phase        BootPhase     // nil: downloads always yield (on the copiers)
 }
 
 // BootPhase knows which machines are between their DHCP lease and their first HTTP request.
@@ -142,15 +142,15 @@ func (s *Server) noteAsked(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if from, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-			s.opts.Phase.Asked(from.Addr().Unmap())
+		if from, err := remoteAddr(r); err == nil {
+			s.opts.Phase.Asked(from)
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// yield reports whether downloads should leave the CPU to boot work now.
-func (s *Server) yield() bool { return s.opts.Phase == nil || s.opts.Phase.Booting() }
+// onCopiers reports whether downloads should leave the CPU to boot work now.
+func (s *Server) onCopiers() bool { return s.opts.Phase == nil || s.opts.Phase.Booting() }
 
 // Serve answers on ln until ctx is done or ln fails, lets the requests in flight end, and then
 // writes the counts of the refusals its rate limit held back; it returns ln's failure, or nil
@@ -179,11 +179,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			_ = srv.Close() // downloads still running after the grace are cut
 		}
 	}()
-	err := srv.Serve(bulkListener{ln, s.yield})
+	err := srv.Serve(bulkListener{ln, s.onCopiers})
 	// net/http's Serve returns as soon as Shutdown begins, or when the listener fails; either way
 	// the requests in flight end as at a stop, so that none logs after the Flush. Shutdown returns
-	// once they have ended, or after shutdownGrace with their connections closed: a copier then
-	// still inside sendfile ends on its own, after Serve.
+	// once they have ended, or after shutdownGrace with their connections closed: a sendfile call
+	// then still in flight (on a copier or a download's thread) ends on its own, after Serve.
 	stop()
 	<-shutDown
 	if errors.Is(err, http.ErrServerClosed) {
