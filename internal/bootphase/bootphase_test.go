@@ -7,6 +7,22 @@ import (
 	"time"
 )
 
+// clocked is a Tracker on a clock the test moves: at is the time since its start.
+type clocked struct {
+	*Tracker
+	at time.Duration
+}
+
+func newClocked(patience time.Duration) *clocked {
+	c := &clocked{Tracker: New(patience)}
+	start := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
+	c.start, c.now = start, func() time.Time { return start.Add(c.at) }
+	return c
+}
+
+// machine is the i-th address of a storm's machines.
+func machine(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 80, 1, byte(i)}) }
+
 // step is one event on a Tracker with a clock the test moves.
 type step struct {
 	at     time.Duration // since the start
@@ -39,12 +55,9 @@ func TestBooting(t *testing.T) {
 		{"asked before it was leased", []step{{asked: a}, {leased: a}}, time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
-			now := start
-			tr := New(patience)
-			tr.start, tr.now = start, func() time.Time { return now }
+			tr := newClocked(patience)
 			for _, s := range tc.steps {
-				now = start.Add(s.at)
+				tr.at = s.at
 				if s.leased != "" {
 					tr.Leased(netip.MustParseAddr(s.leased))
 				}
@@ -52,7 +65,7 @@ func TestBooting(t *testing.T) {
 					tr.Asked(netip.MustParseAddr(s.asked))
 				}
 			}
-			now = start.Add(tc.check)
+			tr.at = tc.check
 			if got := tr.Booting(); got != tc.want {
 				t.Errorf("Booting() = %v, want %v", got, tc.want)
 			}
@@ -66,57 +79,48 @@ func TestBooting(t *testing.T) {
 // addresses leased within one patience.
 func TestExpiredDropped(t *testing.T) {
 	t.Run("a lease after every patience ran out", func(t *testing.T) {
-		now := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
-		tr := New(time.Second)
-		tr.start, tr.now = now, func() time.Time { return now }
+		tr := newClocked(time.Second)
 		for i := range 200 {
-			tr.Leased(netip.AddrFrom4([4]byte{10, 80, 1, byte(i)}))
+			tr.Leased(machine(i))
 		}
-		now = now.Add(2 * time.Second)
+		tr.at = 2 * time.Second
 		tr.Asked(netip.MustParseAddr("10.80.0.9")) // nobody booting: no lock, nothing dropped
 		tr.Leased(netip.MustParseAddr("10.80.0.5"))
 		if n := len(tr.pending); n != 1 {
 			t.Errorf("%d machines held after the storm's patience and one new lease, want 1", n)
 		}
 	})
-	t.Run("a request while others still boot", testExpiredDroppedByRequest)
-}
-
-func testExpiredDroppedByRequest(t *testing.T) {
-	now := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
-	tr := New(time.Second)
-	tr.start, tr.now = now, func() time.Time { return now }
-	for i := range 100 {
-		tr.Leased(netip.AddrFrom4([4]byte{10, 80, 1, byte(i)}))
-	}
-	now = now.Add(500 * time.Millisecond)
-	last := netip.MustParseAddr("10.80.0.5")
-	tr.Leased(last) // still booting when the others have expired
-	now = now.Add(700 * time.Millisecond)
-	tr.Asked(netip.MustParseAddr("10.80.1.0"))
-	if n := len(tr.pending); n != 1 {
-		t.Errorf("%d machines held after the others' patience, want 1 (%s)", n, last)
-	}
-	if !tr.Booting() {
-		t.Errorf("Booting() = false, want true: %s is within its patience", last)
-	}
+	t.Run("a request while others still boot", func(t *testing.T) {
+		tr := newClocked(time.Second)
+		for i := range 100 {
+			tr.Leased(machine(i))
+		}
+		tr.at = 500 * time.Millisecond
+		last := netip.MustParseAddr("10.80.0.5")
+		tr.Leased(last) // still booting when the others have expired
+		tr.at = 1200 * time.Millisecond
+		tr.Asked(machine(0))
+		if n := len(tr.pending); n != 1 {
+			t.Errorf("%d machines held after the others' patience, want 1 (%s)", n, last)
+		}
+		if !tr.Booting() {
+			t.Errorf("Booting() = false, want true: %s is within its patience", last)
+		}
+	})
 }
 
 // When one machine asks, the others still booting count until the last of their deadlines, not
 // until any one's.
 func TestLatestDeadlineCounts(t *testing.T) {
-	start := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
-	now := start
-	tr := New(100 * time.Second)
-	tr.start, tr.now = start, func() time.Time { return now }
+	tr := newClocked(100 * time.Second)
 	for i := range 50 { // one a second: deadlines 100 s to 149 s
-		now = start.Add(time.Duration(i) * time.Second)
-		tr.Leased(netip.AddrFrom4([4]byte{10, 80, 1, byte(i)}))
+		tr.at = time.Duration(i) * time.Second
+		tr.Leased(machine(i))
 	}
-	for i := range 10 { // ten machines ask in turn: each recount walks the table in its own order
-		now = start.Add(50 * time.Second)
-		tr.Asked(netip.AddrFrom4([4]byte{10, 80, 1, byte(i)}))
-		now = start.Add(148 * time.Second)
+	for i := range 10 { // ten machines ask in turn: each prune walks the table in its own order
+		tr.at = 50 * time.Second
+		tr.Asked(machine(i))
+		tr.at = 148 * time.Second
 		if !tr.Booting() {
 			t.Fatalf("Booting() = false at 148 s after 10.80.1.%d asked, want true: 10.80.1.49 counts until 149 s", i)
 		}

@@ -206,8 +206,8 @@ func sendfile(dst, src int, limit int64, onCopiers func() bool) (sent int64, err
 }
 
 // sendCall runs one sendfile call in a slot: on a copier when lowered is true, else on the
-// calling thread. Waiting for a slot is bounded like a stalled send (sendTimeout): should the disk under
-// every call in flight hang, downloads fail with a timeout instead of piling up.
+// calling thread. Waiting for a slot is bounded like a stalled send (sendTimeout): should the
+// disk under every call in flight hang, downloads fail with a timeout instead of piling up.
 func sendCall(dst, src, count int, lowered bool) (int, error) {
 	if err := takeSlot(); err != nil {
 		return 0, err
