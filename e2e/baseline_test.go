@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // bootLimit bounds one VM boot, from power on to power off, under TCG.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
 // TestBenchmarksRun runs `make bench`'s two programs once each, small, so that a change which

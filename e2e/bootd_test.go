@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/inventory"
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // TestBootd is scenario 1 of the product, for real: PCs netboot through bootd in a virtual lab,

@@ -20,8 +20,8 @@ import (
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/secrets"
 	"github.com/labcluster/gpucluster/internal/spec"
-	"github.com/labcluster/gpucluster/internal/vcluster"
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vcluster"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 	"github.com/labcluster/gpucluster/overlays"
 )
 

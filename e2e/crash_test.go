@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/inventory"
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // crashConfig is a lab with room for many rounds: a /16, a pool of 768 addresses with hour-long

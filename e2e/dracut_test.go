@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/httpd"
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // dracutModules is what the real dracut puts into the test initramfs (dracut -m: these and what

@@ -19,7 +19,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
 	"github.com/labcluster/gpucluster/internal/sha256hex"
-	"github.com/labcluster/gpucluster/internal/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
 // imgLab is a copy of the project's layers and images with a stand-in repository for every

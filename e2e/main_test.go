@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // boots collects boot times of the same test image through each server, so one run can

@@ -17,7 +17,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/bootd"
 	"github.com/labcluster/gpucluster/internal/inventory"
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // nfsCompute is the compute of the NFS test; the master is the configuration's.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/inventory"
-	"github.com/labcluster/gpucluster/internal/testrepo"
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // nodeBootMemoryMiB is the BIOS PC's memory: the kernel, the initramfs and the squashfs kept in

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // TestSecrets: a machine on the segment netboots as a PXE client, waits, is assigned c1, and

@@ -20,7 +20,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"golang.org/x/sys/unix"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // segClient is a test machine on the lab segment with a static address outside the pool. From

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/httpd"
-	"github.com/labcluster/gpucluster/internal/ldd"
+	"github.com/labcluster/gpucluster/internal/testkit/ldd"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
 

@@ -32,7 +32,7 @@ fi
 
 # The real dracut (059) for TestRealDracutLiveRoot: only downloaded into a cache, never installed
 # (installing dracut would replace initramfs-tools). The test unpacks these .debs into a private
-# tree and runs dracut chrooted into an overlay of it on the host's /usr (internal/vlab/dracut.go).
+# tree and runs dracut chrooted into an overlay of it on the host's /usr (internal/testkit/vlab/dracut.go).
 dracut_debs=/var/cache/labcluster/debs
 dracut_packages=(dracut-core dracut-live dracut-network isc-dhcp-client iputils-arping)
 mkdir -p "$dracut_debs"

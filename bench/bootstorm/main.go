@@ -2,7 +2,7 @@
 // nginx (HTTP) serving the same files, in the same run, and prints the figures and their
 // bootd/baseline ratios as Markdown (BENCHMARKS.md holds a run's output).
 //
-// It builds a virtual lab (internal/vlab: a network namespace with a bridge) and one more
+// It builds a virtual lab (internal/testkit/vlab: a network namespace with a bridge) and one more
 // namespace per simulated machine, each with its own MAC on a veth cabled to the bridge. For
 // every N and for each server, freshly started, N machines boot at once as a BIOS PXE ROM would
 // get as far as the root image: DHCP DISCOVER/OFFER/REQUEST/ACK with vendor class
@@ -47,7 +47,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/sha256hex"
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // setAddr gives ifname in namespace n the address and netmask a DHCP ACK carried, the way a

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/procstat"
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/procstat"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // Addresses of the storm's lab: a /24 whose discovery pool holds 240 machines (bootd's reference
@@ -146,7 +146,7 @@ func (s *baselineServer) Start(ctx context.Context) error {
 	return nil
 }
 
-// dnsmasqArgs is the lab's dnsmasq (as in internal/vlab) with a dynamic pool instead of static
+// dnsmasqArgs is the lab's dnsmasq (as in internal/testkit/vlab) with a dynamic pool instead of static
 // hosts, and room for 1000 TFTP transfers (the default 50 would make clients beyond the 50th
 // time out and retry), and without its ICMP check that an address is free (--no-ping) unless
 // ping: dnsmasq waits for that echo in its main loop, deaf to other DHCP packets, 3 s per new

@@ -3,7 +3,7 @@
 // Markdown (BENCHMARKS.md holds a run's output).
 //
 // There is no Rocky mirror here, so it copies the project's layers and images, builds a stand-in
-// repository for every package they name (internal/testrepo: small RPMs, the host's kernel) and
+// repository for every package they name (internal/testkit/testrepo: small RPMs, the host's kernel) and
 // points every repository at it. Each run then measures, for one image:
 //
 //   - a full build from an empty cache (imgbuild lock, then imgbuild build);
@@ -41,7 +41,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/imgbuild"
 	"github.com/labcluster/gpucluster/internal/pack"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
-	"github.com/labcluster/gpucluster/internal/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
 type options struct {

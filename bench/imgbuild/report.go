@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/pack"
-	"github.com/labcluster/gpucluster/internal/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
 // median is the middle value of get over the runs (the lower of the two middle ones for an even

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/ctl"
-	"github.com/labcluster/gpucluster/internal/golden"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
 	"github.com/labcluster/gpucluster/internal/inventory"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labcluster/gpucluster/internal/artifact/artifacttest"
+	"github.com/labcluster/gpucluster/internal/testkit/artifacttest"
 )
 
 // TestList: list says plainly that nothing was built yet, and fails (after the table) when a

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // demoLimit bounds the whole demo: three PCs under software emulation on two cores.

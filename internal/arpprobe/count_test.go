@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // TestProbesSent counts on the wire what each probe sends for one silent address: Reprobe one

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
-	"github.com/labcluster/gpucluster/internal/golden"
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 )
 
 func TestWriteRoundTrip(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
-	"github.com/labcluster/gpucluster/internal/artifact/artifacttest"
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/artifacttest"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 )
 
 // TestBootImage: the answer to an assign says which version the node boots, or that its role

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/procstat"
+	"github.com/labcluster/gpucluster/internal/testkit/procstat"
 )
 
 // TestMain: run as `<test binary> parent`, the binary starts `sleep` through Command, prints its

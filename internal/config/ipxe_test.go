@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 )
 
 func TestFindIPXEDir(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
-	"github.com/labcluster/gpucluster/internal/golden"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
 )
 
 // TestGoldenReplies pins whole replies (every field and option, in the library's summary form),

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 )
 
 // A download that stops moving is cut after sendTimeout; one that keeps reading gets every byte,

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/golden"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
 	"github.com/sirupsen/logrus"
 )
 

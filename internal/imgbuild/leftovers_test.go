@@ -12,7 +12,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/labcluster/gpucluster/internal/rootfs"
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 )
 
 // TestLockCacheClearsLeftovers: taking the cache for a build removes what SIGKILLed imgbuilds

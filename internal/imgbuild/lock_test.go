@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/labcluster/gpucluster/internal/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
 // lockFixture is an image of one layer, bash from a local stand-in repository, in a checkout

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 )
 
 // swapWriteState replaces the state writer for one test of s. The test's end waits for s's

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labcluster/gpucluster/internal/golden"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/spec"
 	"github.com/labcluster/gpucluster/kickstart"

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labcluster/gpucluster/internal/golden"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
 	"github.com/labcluster/gpucluster/overlays"
 )
 

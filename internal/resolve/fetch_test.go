@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/sha256hex"
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 )
 
 // oneLock locks one package, content, at Packages/a.rpm of the repo at baseURL.

@@ -14,7 +14,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/sha256hex"
-	"github.com/labcluster/gpucluster/internal/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
 // fixture is a repository with a -> b -> bash (-> filesystem -> setup) and

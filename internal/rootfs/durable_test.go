@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 )
 
 // recordSyncs makes syncFS, rename and syncDir log what they do, in order, and still do it.

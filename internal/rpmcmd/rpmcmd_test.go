@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
-	"github.com/labcluster/gpucluster/internal/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
 // fixture builds a repo where a's %post runs in the image: a -> b -> bash.

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/labcluster/gpucluster/internal/golden"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
 	"github.com/labcluster/gpucluster/internal/tomlpos"
 )
 

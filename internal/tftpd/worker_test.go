@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/procstat"
-	"github.com/labcluster/gpucluster/internal/testhook"
+	"github.com/labcluster/gpucluster/internal/testkit/procstat"
+	"github.com/labcluster/gpucluster/internal/testkit/testhook"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 )

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
-	"github.com/labcluster/gpucluster/internal/testrepo"
+	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
 var serviceNames = []string{"bash", "dracut", "kernel", "munge", "slurm-slurmd", "chrony", "hello", "curl", "systemd", "shadow-utils"}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // unit is a systemd service of the image, reduced to what starting it takes: the account it

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // NodeFiles is what one node receives: its name (the namespace and host name), its role

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/labcluster/gpucluster/internal/ldd"
+	"github.com/labcluster/gpucluster/internal/testkit/ldd"
 )
 
 // The stand-ins that make an image boot from the network the way a Rocky node does: the

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/labcluster/gpucluster/internal/ldd"
+	"github.com/labcluster/gpucluster/internal/testkit/ldd"
 )
 
 // The NFS test VM: the build machines' own kernel has no NFS, so live NFS checks boot the

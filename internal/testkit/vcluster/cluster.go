@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/labcluster/gpucluster/internal/vlab"
+	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
 // ErrExists is returned by Add when a network namespace of the node's name already exists:
