@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/httpd"
-	"github.com/labcluster/gpucluster/internal/testkit/ldd"
 	"github.com/labcluster/gpucluster/internal/spec"
+	"github.com/labcluster/gpucluster/internal/testkit/ldd"
 )
 
 // chroot is a minimal root: busybox as sh and the applets the scripts use, plus files.

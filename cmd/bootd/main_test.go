@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/ctl"
-	"github.com/labcluster/gpucluster/internal/testkit/golden"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
 )
 
 func TestPrintNodes(t *testing.T) {

@@ -209,7 +209,11 @@ func writeExtras(stage string, plan *spec.Plan, lock *resolve.LockFile) error {
 	if err != nil {
 		return err
 	}
-	ks, err := kickstart.Image(plan, lock, kickstartfs.FS)
+	img, err := KickstartImage(plan, lock)
+	if err != nil {
+		return err
+	}
+	ks, err := kickstart.Render(img, kickstartfs.FS)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
 // Package kickstart renders a Rocky Linux 9 kickstart for a disk install of
-// the same layers as a netboot image: [Image] turns an image's plan and its
-// lock into the image's kickstart body, [Node] adds one node's part around it
-// for bootd to serve.
+// the same layers as a netboot image: [Render] turns an [Image] (the view of
+// an image's plan and lock that imgbuild fills) into the image's kickstart
+// body, [Node] adds one node's part around it for bootd to serve. The package
+// imports nothing of the image builder, so bootd links none of it.
 //
 // The body installs exactly the locked packages (name-version-release.arch,
 // no weak dependencies, no @core), creates the layers' groups and users with

@@ -1,4 +1,4 @@
-package kickstart
+package kickstart_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labcluster/gpucluster/internal/kickstart"
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
@@ -40,7 +41,7 @@ func TestImageRefuses(t *testing.T) {
 		}, "layer munge: users[0].comment:"},
 		{"repo url with a quote", func(t *testing.T, p *spec.Plan, _ *resolve.LockFile) {
 			layerNamed(t, p, "epel").Repos[0].BaseURL = `http://x/"`
-		}, "layer epel: repos[0].baseurl:"},
+		}, "repo epel: baseurl:"},
 		{"command line read as a section", func(t *testing.T, p *spec.Plan, _ *resolve.LockFile) {
 			layerNamed(t, p, "base").Run[0].Command = "true\n  %end\n"
 		}, "layer base: run[0].command: line 2 starts with %"},
@@ -60,7 +61,7 @@ func TestImageRefuses(t *testing.T) {
 			lock := fakeLock(p)
 			tt.change(t, p, lock)
 			lock.SpecDigest = "sha256:" + p.LockDigest() // the image's own fields are in it
-			_, err := Image(p, lock, templates)
+			_, err := render(t, p, lock, templates)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want one containing %q", err, tt.want)
 			}
@@ -85,7 +86,7 @@ func TestImageRefusesStaleLock(t *testing.T) {
 			lock := fakeLock(p)
 			tt.change(lock)
 			var stale *resolve.StaleError
-			if _, err := Image(p, lock, templates); !errors.As(err, &stale) {
+			if _, err := render(t, p, lock, templates); !errors.As(err, &stale) {
 				t.Errorf("error %v, want a stale lock", err)
 			}
 		})
@@ -94,29 +95,29 @@ func TestImageRefusesStaleLock(t *testing.T) {
 
 func TestNodeRefuses(t *testing.T) {
 	p := realPlan(t, "compute")
-	body, err := Image(p, fakeLock(p), templates)
+	body, err := render(t, p, fakeLock(p), templates)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name   string
-		change func(n *NodeInfo)
+		change func(n *kickstart.NodeInfo)
 		want   string
 	}{
-		{"role of another image", func(n *NodeInfo) { n.Role = "master" }, "not a kickstart of a master image"},
-		{"bad mac", func(n *NodeInfo) { n.MAC = "52:54:00:aa:00" }, "mac"},
-		{"bad name", func(n *NodeInfo) { n.Name = "c1 --password=x" }, "name"},
-		{"bad netmask", func(n *NodeInfo) { n.Netmask = netip.MustParseAddr("255.0.255.0") }, "netmask"},
-		{"IPv6 address", func(n *NodeInfo) { n.Address = netip.MustParseAddr("fd00::1") }, "address"},
-		{"bootd url with a blank", func(n *NodeInfo) { n.BootdURL = "http://10.80.0.1/a b" }, "bootd url"},
-		{"bootd url with a quote", func(n *NodeInfo) { n.BootdURL = `http://10.80.0.1/"` }, "bootd url"},
-		{"bad domain", func(n *NodeInfo) { n.Domain = "lab..example" }, "domain"},
+		{"role of another image", func(n *kickstart.NodeInfo) { n.Role = "master" }, "not a kickstart of a master image"},
+		{"bad mac", func(n *kickstart.NodeInfo) { n.MAC = "52:54:00:aa:00" }, "mac"},
+		{"bad name", func(n *kickstart.NodeInfo) { n.Name = "c1 --password=x" }, "name"},
+		{"bad netmask", func(n *kickstart.NodeInfo) { n.Netmask = netip.MustParseAddr("255.0.255.0") }, "netmask"},
+		{"IPv6 address", func(n *kickstart.NodeInfo) { n.Address = netip.MustParseAddr("fd00::1") }, "address"},
+		{"bootd url with a blank", func(n *kickstart.NodeInfo) { n.BootdURL = "http://10.80.0.1/a b" }, "bootd url"},
+		{"bootd url with a quote", func(n *kickstart.NodeInfo) { n.BootdURL = `http://10.80.0.1/"` }, "bootd url"},
+		{"bad domain", func(n *kickstart.NodeInfo) { n.Domain = "lab..example" }, "domain"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := nodes["c1"]
 			tt.change(&n)
-			_, err := Node(body, n, templates)
+			_, err := kickstart.Node(body, n, templates)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want one containing %q", err, tt.want)
 			}

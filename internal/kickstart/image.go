@@ -8,23 +8,76 @@ import (
 	"slices"
 	"strings"
 	"text/template"
-
-	"github.com/labcluster/gpucluster/internal/resolve"
-	"github.com/labcluster/gpucluster/internal/spec"
 )
 
 // Extras are installed for the disk install though the image has no need of
 // them: Node's %post sets the kernel arguments with grubby.
 var Extras = []string{"grubby"}
 
+// Image is the kickstart's view of one image: its plan and its lock in the
+// terms a disk install needs. imgbuild fills it, so that bootd, which only
+// completes kickstarts per node (Node), links none of the image builder.
+type Image struct {
+	Name, Role      string
+	LockDigest      string // the lock's own digest, written as a comment
+	SourceDateEpoch int64
+	KernelArgs      []string // the image's own; then each layer's
+	// Repos are the layers' repositories, each id once, in layer order, site
+	// overrides applied: the first is anaconda's installation source.
+	Repos  []Repo
+	Layers []Layer // in build order
+}
+
+// Repo is a dnf repository.
+type Repo struct{ ID, BaseURL string }
+
+// Layer is one layer: its locked packages and what it writes and runs.
+type Layer struct {
+	Name            string
+	Packages        []Package // as locked
+	KernelArgs      []string
+	Modules         []string // name:stream, enabled before the packages install
+	Groups          []Group
+	Users           []User
+	Files           []File
+	Enable, Disable []string // systemd units
+	Run             []Command
+}
+
+// Package is a locked package.
+type Package struct{ Name, Version, Release, Arch string }
+
+// Group is a group with a fixed gid.
+type Group struct {
+	Name string
+	GID  int
+}
+
+// User is a service account with fixed ids.
+type User struct {
+	Name                 string
+	UID, GID             int
+	Home, Shell, Comment string
+}
+
+// File is a file a layer writes; Data returns its bytes.
+type File struct {
+	Path, Owner, Group string
+	Mode               fs.FileMode
+	Data               func() ([]byte, error)
+}
+
+// Command is a shell command a layer runs in the image.
+type Command struct{ Command, Description string }
+
 type imageView struct {
 	Image, Role, LockDigest string
 	Epoch                   int64
 	KernelArgs              string
-	BaseURL                 string      // anaconda's installation source: the first repository
-	Repos                   []spec.Repo // the others
+	BaseURL                 string // anaconda's installation source: the first repository
+	Repos                   []Repo // the others
 	Modules                 []moduleView
-	Groups                  []spec.Group
+	Groups                  []Group
 	Users                   []userView
 	Enable, Disable         []string
 	Layers                  []layerView
@@ -56,56 +109,32 @@ type runView struct {
 	Description, Command, Delim string
 }
 
-// Image renders the image-level kickstart body of plan, with every package
-// pinned to lock, from the templates (the kickstart/ directory's FS).
-func Image(plan *spec.Plan, lock *resolve.LockFile, templates fs.FS) ([]byte, error) {
-	if err := checkLock(plan, lock); err != nil {
-		return nil, err
-	}
-	v, err := newImageView(plan, lock)
+// Render renders img's kickstart body, every package pinned as locked, from
+// the templates (the kickstart/ directory's FS).
+func Render(img Image, templates fs.FS) ([]byte, error) {
+	v, err := newImageView(img)
 	if err != nil {
-		return nil, fmt.Errorf("kickstart for image %s: %w", plan.Image.Name, err)
+		return nil, fmt.Errorf("kickstart for image %s: %w", img.Name, err)
 	}
 	return render(templates, "image.ks.tmpl", v)
 }
 
-// checkLock wants the lock made for this plan, so that the disk install gets
-// the packages the netboot image has, and its layers one to one with the plan's.
-func checkLock(plan *spec.Plan, lock *resolve.LockFile) error {
-	refs := make([]resolve.LayerRef, len(plan.Layers))
-	for i, l := range plan.Layers {
-		refs[i] = resolve.LayerRef{Name: l.Name, Digest: l.Digest}
-	}
-	return lock.CheckFresh("sha256:"+plan.LockDigest(), refs)
-}
-
-func newImageView(plan *spec.Plan, lock *resolve.LockFile) (*imageView, error) {
-	v := &imageView{Image: plan.Image.Name, Role: plan.Image.Role, LockDigest: lock.Digest(), Epoch: lock.SourceDateEpoch}
-	args, err := kernelArgs(plan)
+func newImageView(img Image) (*imageView, error) {
+	v := &imageView{Image: img.Name, Role: img.Role, LockDigest: img.LockDigest, Epoch: img.SourceDateEpoch}
+	args, err := kernelArgs(img)
 	if err != nil {
 		return nil, err
 	}
 	v.KernelArgs = strings.Join(args, " ")
-	if err := v.addRepos(plan); err != nil {
+	if err := v.addRepos(img.Repos); err != nil {
 		return nil, err
 	}
 	locked := map[string]bool{}
-	for i, l := range plan.Layers {
-		lv, err := layer(l, lock.Layers[i])
-		if err != nil {
+	for _, l := range img.Layers {
+		if err := v.addLayer(l); err != nil {
 			return nil, fmt.Errorf("layer %s: %w", l.Name, err)
 		}
-		if err := v.addAccounts(l); err != nil {
-			return nil, fmt.Errorf("layer %s: %w", l.Name, err)
-		}
-		v.Layers = append(v.Layers, lv)
-		v.Enable = append(v.Enable, l.Services.Enable...)
-		v.Disable = append(v.Disable, l.Services.Disable...)
-		for _, m := range l.Modules.Enable {
-			name, stream, _ := strings.Cut(m, ":") // spec checked name:stream
-			v.Modules = append(v.Modules, moduleView{name, stream})
-		}
-		for _, p := range lock.Layers[i].Packages {
+		for _, p := range l.Packages {
 			locked[p.Name] = true
 		}
 	}
@@ -119,41 +148,71 @@ func newImageView(plan *spec.Plan, lock *resolve.LockFile) (*imageView, error) {
 
 // kernelArgs are the image's, then the layers', each checked where it was
 // defined.
-func kernelArgs(plan *spec.Plan) ([]string, error) {
-	for i, a := range plan.Image.KernelArgs {
-		if err := checkWord(a); err != nil {
-			return nil, fmt.Errorf("kernel_args[%d]: %w", i, err)
-		}
+func kernelArgs(img Image) ([]string, error) {
+	if err := checkArgs(img.KernelArgs); err != nil {
+		return nil, err
 	}
-	for _, l := range plan.Layers {
-		for i, a := range l.KernelArgs {
-			if err := checkWord(a); err != nil {
-				return nil, fmt.Errorf("layer %s: kernel_args[%d]: %w", l.Name, i, err)
-			}
+	args := slices.Clone(img.KernelArgs)
+	for _, l := range img.Layers {
+		if err := checkArgs(l.KernelArgs); err != nil {
+			return nil, fmt.Errorf("layer %s: %w", l.Name, err)
 		}
+		args = append(args, l.KernelArgs...)
 	}
-	return plan.KernelArgs(), nil
+	return args, nil
 }
 
-// addRepos takes the plan's repos, site overrides applied: the first is
-// anaconda's installation source (it needs one), the others extra repos.
-func (v *imageView) addRepos(plan *spec.Plan) error {
-	repos := plan.Repos()
+func checkArgs(args []string) error {
+	for i, a := range args {
+		if err := checkWord(a); err != nil {
+			return fmt.Errorf("kernel_args[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// addRepos takes the first repository as anaconda's installation source (it
+// needs one) and the others as extra repos.
+func (v *imageView) addRepos(repos []Repo) error {
 	if len(repos) == 0 {
 		return fmt.Errorf("no repository: anaconda needs an installation source")
 	}
-	for _, l := range plan.Layers {
-		for i, r := range l.Repos {
-			if err := checkWord(r.BaseURL); err != nil {
-				return fmt.Errorf("layer %s: repos[%d].baseurl: %w", l.Name, i, err)
-			}
+	for _, r := range repos {
+		if err := checkWord(r.BaseURL); err != nil {
+			return fmt.Errorf("repo %s: baseurl: %w", r.ID, err)
+		}
+		if err := checkItem(r.ID); err != nil {
+			return fmt.Errorf("repo id: %w", err)
 		}
 	}
 	v.BaseURL, v.Repos = repos[0].BaseURL, repos[1:]
 	return nil
 }
 
-func (v *imageView) addAccounts(l *spec.Layer) error {
+// addLayer adds what the %packages and the %post need of one layer, and its
+// accounts, units and module streams to the image's commands.
+func (v *imageView) addLayer(l Layer) error {
+	lv, err := layer(l)
+	if err != nil {
+		return err
+	}
+	if err := v.addAccounts(l); err != nil {
+		return err
+	}
+	for _, m := range l.Modules {
+		name, stream, ok := strings.Cut(m, ":")
+		if !ok || checkItem(name) != nil || checkItem(stream) != nil {
+			return fmt.Errorf("module %q is not name:stream", m)
+		}
+		v.Modules = append(v.Modules, moduleView{name, stream})
+	}
+	v.Layers = append(v.Layers, lv)
+	v.Enable = append(v.Enable, l.Enable...)
+	v.Disable = append(v.Disable, l.Disable...)
+	return nil
+}
+
+func (v *imageView) addAccounts(l Layer) error {
 	v.Groups = append(v.Groups, l.Groups...)
 	for i, u := range l.Users {
 		// A service account: never a login shell by default.
@@ -172,19 +231,19 @@ func (v *imageView) addAccounts(l *spec.Layer) error {
 }
 
 // layer is what the %packages and the %post need of one layer.
-func layer(l *spec.Layer, ll resolve.LockLayer) (layerView, error) {
-	lv := layerView{Name: l.Name, Enable: l.Services.Enable, Disable: l.Services.Disable}
-	for _, p := range ll.Packages {
+func layer(l Layer) (layerView, error) {
+	lv := layerView{Name: l.Name, Enable: l.Enable, Disable: l.Disable}
+	for _, p := range l.Packages {
 		nvra := fmt.Sprintf("%s-%s-%s.%s", p.Name, p.Version, p.Release, p.Arch)
 		if err := checkWord(nvra); err != nil || strings.HasPrefix(nvra, "%") {
 			return lv, fmt.Errorf("locked package %q cannot be listed in %%packages", nvra)
 		}
 		lv.Packages = append(lv.Packages, nvra)
 	}
-	if err := checkUnits("enable", l.Services.Enable); err != nil {
+	if err := checkUnits("enable", l.Enable); err != nil {
 		return lv, err
 	}
-	if err := checkUnits("disable", l.Services.Disable); err != nil {
+	if err := checkUnits("disable", l.Disable); err != nil {
 		return lv, err
 	}
 	for i, f := range l.Files {
@@ -204,7 +263,7 @@ func layer(l *spec.Layer, ll resolve.LockLayer) (layerView, error) {
 	return lv, nil
 }
 
-func file(f spec.File) (fileView, error) {
+func file(f File) (fileView, error) {
 	for _, s := range []string{f.Path, f.Owner, f.Group} {
 		if err := checkText(s); err != nil {
 			return fileView{}, err
@@ -244,7 +303,7 @@ func wrap(s string, n int) []string {
 // run keeps a command readable in a quoted here-document. Kickstart reads a
 // line starting with % as a section header (or %include) even inside %post,
 // so such a command cannot be written.
-func run(i int, c spec.Command) (runView, error) {
+func run(i int, c Command) (runView, error) {
 	cmd := strings.TrimRight(c.Command, "\n")
 	lines := strings.Split(cmd, "\n")
 	for n, line := range lines {

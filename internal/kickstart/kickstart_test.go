@@ -1,8 +1,9 @@
-package kickstart
+package kickstart_test
 
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,10 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labcluster/gpucluster/internal/testkit/golden"
+	"github.com/labcluster/gpucluster/internal/imgbuild"
+	"github.com/labcluster/gpucluster/internal/kickstart"
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/spec"
-	"github.com/labcluster/gpucluster/kickstart"
+	"github.com/labcluster/gpucluster/internal/testkit/golden"
+	kickstartfs "github.com/labcluster/gpucluster/kickstart"
 )
 
 // templates are the repository's kickstart/, read from disk so that a test
@@ -55,7 +58,7 @@ func fakeLock(p *spec.Plan) *resolve.LockFile {
 }
 
 // The reference lab's master and first compute.
-var nodes = map[string]NodeInfo{
+var nodes = map[string]kickstart.NodeInfo{
 	"master": {Name: "master", Role: "master", Address: netip.MustParseAddr("10.80.0.2"),
 		Netmask: netip.MustParseAddr("255.255.255.0"), Gateway: netip.MustParseAddr("10.80.0.254"),
 		DNS: []netip.Addr{netip.MustParseAddr("10.80.0.254"), netip.MustParseAddr("9.9.9.9")}, Domain: "lab.example",
@@ -68,11 +71,11 @@ func nodeKickstart(t *testing.T, node string) []byte {
 	t.Helper()
 	n := nodes[node]
 	p := realPlan(t, n.Role)
-	body, err := Image(p, fakeLock(p), templates)
+	body, err := render(t, p, fakeLock(p), templates)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := Node(body, n, templates)
+	ks, err := kickstart.Node(body, n, templates)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func TestGolden(t *testing.T) {
 func TestStructure(t *testing.T) {
 	for _, node := range []string{"master", "c1"} {
 		t.Run(node, func(t *testing.T) {
-			if err := checkStructure(string(nodeKickstart(t, node))); err != nil {
+			if err := kickstart.CheckStructure(string(nodeKickstart(t, node))); err != nil {
 				t.Error(err)
 			}
 		})
@@ -122,7 +125,7 @@ func TestNoSecret(t *testing.T) {
 func TestPinned(t *testing.T) {
 	p := realPlan(t, "compute")
 	lock := fakeLock(p)
-	body, err := Image(p, lock, templates)
+	body, err := render(t, p, lock, templates)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +136,7 @@ func TestPinned(t *testing.T) {
 			want[fmt.Sprintf("%s-%s-%s.%s", pkg.Name, pkg.Version, pkg.Release, pkg.Arch)] = true
 		}
 	}
-	for _, e := range Extras {
+	for _, e := range kickstart.Extras {
 		want[e] = true
 	}
 	for _, line := range pkgs {
@@ -168,15 +171,25 @@ func sectionLines(ks, header string) []string {
 func TestEmbedded(t *testing.T) {
 	n := nodes["c1"]
 	p := realPlan(t, n.Role)
-	body, err := Image(p, fakeLock(p), kickstart.FS)
+	body, err := render(t, p, fakeLock(p), kickstartfs.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := Node(body, n, kickstart.FS)
+	ks, err := kickstart.Node(body, n, kickstartfs.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(ks, nodeKickstart(t, "c1")) {
 		t.Error("the embedded templates differ from kickstart/ on disk")
 	}
+}
+
+// render is imgbuild's view of plan as lock pins it, rendered.
+func render(t *testing.T, p *spec.Plan, lock *resolve.LockFile, templates fs.FS) ([]byte, error) {
+	t.Helper()
+	img, err := imgbuild.KickstartImage(p, lock)
+	if err != nil {
+		return nil, err
+	}
+	return kickstart.Render(img, templates)
 }

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/labcluster/gpucluster/internal/spec"
 )
 
 // TestPostRoundTrip runs the rendered %post with /bin/sh, files written under
@@ -22,21 +20,21 @@ func TestPostRoundTrip(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	tricky := "EOF\nKS_BASE64\n%end\n%post\n'\"$HOME `id` $(id) \\ \\n\x00\xff\r\nno final newline"
-	p := &spec.Plan{
-		Image: &spec.Image{Name: "t", Role: "compute", ReleaseVer: "9", Arch: "x86_64"},
-		Layers: []*spec.Layer{{
-			Name:  "t",
-			Repos: []spec.Repo{{ID: "baseos", BaseURL: "file:///srv/mirror/baseos/"}},
-			Files: []spec.File{
-				{Path: `/etc/odd dir/it's "$x".conf`, Content: tricky, Mode: 0o750 | fs.ModeSetgid, Owner: "root", Group: "root"},
-				{Path: "/etc/empty", Mode: 0o600, Owner: "root", Group: "root"},
-			},
-			Run: []spec.Command{{Description: "tricky\nKS_RUN", Command: "cat >" + tmp + "/run.out <<'KS_RUN'\n" +
+	files := []File{
+		{Path: `/etc/odd dir/it's "$x".conf`, Mode: 0o750 | fs.ModeSetgid, Owner: "root", Group: "root", Data: bytesOf(tricky)},
+		{Path: "/etc/empty", Mode: 0o600, Owner: "root", Group: "root", Data: bytesOf("")},
+	}
+	img := Image{Name: "t", Role: "compute", SourceDateEpoch: 1767225600,
+		Repos: []Repo{{ID: "baseos", BaseURL: "file:///srv/mirror/baseos/"}},
+		Layers: []Layer{{
+			Name:     "t",
+			Packages: []Package{{Name: "t", Version: "1", Release: "1.el9", Arch: "noarch"}},
+			Files:    files,
+			Run: []Command{{Description: "tricky\nKS_RUN", Command: "cat >" + tmp + "/run.out <<'KS_RUN'\n" +
 				"$HOME `id` \"q\" 'EOF'\nKS_RUN\nprintf '%s\\n' \"$HOME\" \"$SOURCE_DATE_EPOCH\" >>" + tmp + "/run.out\n"}},
 		}},
 	}
-	lock := fakeLock(p)
-	body, err := Image(p, lock, templates)
+	body, err := Render(img, os.DirFS("../../kickstart"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,14 +47,14 @@ func TestPostRoundTrip(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%%post: %v\n%s", err, out)
 	}
-	for _, f := range p.Layers[0].Files {
+	for _, f := range files {
 		path := filepath.Join(tmp, "root", f.Path)
 		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, []byte(f.Content)) {
-			t.Errorf("%s: got %q, want %q", f.Path, got, f.Content)
+		if want, _ := f.Data(); !bytes.Equal(got, want) {
+			t.Errorf("%s: got %q, want %q", f.Path, got, want)
 		}
 		if fi, err := os.Stat(path); err != nil || fi.Mode() != f.Mode {
 			t.Errorf("%s: mode %v (%v), want %v", f.Path, fi.Mode(), err, f.Mode)
@@ -81,4 +79,8 @@ func section(t *testing.T, ks, header string) string {
 		t.Fatalf("%s not closed", header)
 	}
 	return body + "\n"
+}
+
+func bytesOf(s string) func() ([]byte, error) {
+	return func() ([]byte, error) { return []byte(s), nil }
 }

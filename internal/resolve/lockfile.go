@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
+	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/sha256hex"
 )
 
@@ -67,10 +68,9 @@ type Package struct {
 	SHA256   string `json:"sha256"`
 }
 
-// NEVRA is name-epoch:version-release.arch (epoch always written), the key
-// of Fetch's result.
+// NEVRA is the package's rpmcmd.Header.NEVRA, the key of Fetch's result.
 func (p Package) NEVRA() string {
-	return fmt.Sprintf("%s-%d:%s-%s.%s", p.Name, p.Epoch, p.Version, p.Release, p.Arch)
+	return rpmcmd.Header{Name: p.Name, Epoch: p.Epoch, Version: p.Version, Release: p.Release, Arch: p.Arch}.NEVRA()
 }
 
 // Bytes is the lock's canonical encoding: indented JSON, fields in a fixed
