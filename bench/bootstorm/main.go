@@ -13,7 +13,7 @@
 // 200: --repeat), and the report holds each figure's median with the interval that holds the
 // true median with 95% confidence (with five pairs or fewer, their range, at less): a storm of
 // 10 lasts about a second, and one storm's ratio to the baseline ranged over 0.8–1.3 for one
-// build on a shared 2-core machine (BENCHMARKS.md, items 15, 17 and 18). A miss whose interval
+// build on a shared 2-core machine (docs/benchmarks-log.md, items 15, 17 and 18). A miss whose interval
 // still reaches the target is reported as one within the run's noise. The clients all live in
 // this one process: a goroutine per machine creates its sockets from a thread switched into the
 // machine's namespace, so 200 machines cost 200 namespaces but no processes.
@@ -111,7 +111,7 @@ type options struct {
 // the figures measure the client's scheduler, not the server. Set per storm size, not once for
 // the run's largest: Go's collector runs a quarter of the Ps as mark workers, so a storm of 10
 // beside one of 200 had 52 of the client's threads contending for the two cores at each
-// collection (BENCHMARKS.md, item 17).
+// collection (docs/benchmarks-log.md, item 17).
 func schedulePerMachine(n int) {
 	runtime.GOMAXPROCS(max(runtime.NumCPU(), n+8))
 }
@@ -244,7 +244,7 @@ type contender struct {
 // That balances the place only, not what ran just before a storm and left something for it (page
 // cache, load, a warm CPU): over five pairs of three, the storm right after bootd's is the
 // baseline's 3 times and the control's once (bootd's fifth ends the size). settle is there for
-// that (BENCHMARKS.md, item 16).
+// that (docs/benchmarks-log.md, item 16).
 func turn[T any](servers []T, pair int) []T {
 	k := pair % len(servers)
 	return append(slices.Clone(servers[k:]), servers[:k]...)
@@ -260,7 +260,7 @@ func (o options) pairs(n int) int {
 
 // pairsFor is the default number of pairs at N = n: enough that each side's storms boot about 300
 // machines, from 5 to 30. A figure's noise is a storm's: at N = 10, runs of five or six pairs
-// put bootd / control anywhere in 0.93–1.17, thirty pairs in 0.97–1.02 (BENCHMARKS.md, item 17);
+// put bootd / control anywhere in 0.93–1.17, thirty pairs in 0.97–1.02 (docs/benchmarks-log.md, item 17);
 // a storm of 200 averages over its machines, and five pairs of it take six minutes.
 func pairsFor(n int) int {
 	return min(max(5, (300+n-1)/n), 30)
@@ -448,7 +448,7 @@ const settleTime = time.Second
 // stopped, and the new server's start (bootd reads and hashes the whole image). Without it, the
 // server that stopped last and the one that starts next decided how busy the machine was when
 // a storm began, and the control measured slower than the baseline in 27 and 28 of 45 figures
-// (BENCHMARKS.md, item 16).
+// (docs/benchmarks-log.md, item 16).
 func settle() {
 	runtime.GC()
 	time.Sleep(settleTime)

@@ -34,7 +34,7 @@ const (
 	// once, and one still queued when the time is up is read before deciding, so a loaded bootd
 	// that reads late misses nothing that came in time. 1 ms is 20 times that p99 and stays
 	// hidden behind the lease's own durable write, which the ACK waits for anyway; 5 ms, the
-	// earlier value, was the longest wait of a new client's DISCOVER-to-ACK (BENCHMARKS.md).
+	// earlier value, was the longest wait of a new client's DISCOVER-to-ACK (docs/benchmarks-log.md, items 1 and 7).
 	confirmTimeout = time.Millisecond
 )
 

@@ -15,7 +15,7 @@ import (
 // In a boot storm the image downloads would take the CPU that DHCP, TFTP and the boot scripts
 // need to answer in time: on two cores with 200 downloads, each sat in sendfile on a thread of
 // its own, the Go runtime's Ps were held by those system calls, and DHCP ACKs left seconds late
-// (BENCHMARKS.md, item 13). So a download's sendfile calls are bounded, and lowered while
+// (docs/benchmarks-log.md, item 13). So a download's sendfile calls are bounded, and lowered while
 // machines boot:
 //
 //   - at most as many calls at once as the runtime has Ps at start (slots; at least two, so that

@@ -65,7 +65,7 @@ type snapshot struct {
 // Writes. Each write is the whole state, as one line appended to a journal beside the file
 // (path + ".journal") and synced with fdatasync: one sync where replacing the file takes two
 // (the file's and its directory's), which is most of a DHCP ACK's wait in a boot storm
-// (BENCHMARKS.md). Once the journal has grown to maxJournal, the next write replaces the file
+// (docs/benchmarks-log.md, item 11). Once the journal has grown to maxJournal, the next write replaces the file
 // itself (temp file + fsync + rename + directory fsync) and empties the journal. Writes are
 // numbered (Seq); Open takes the file, or the journal's last complete line when it is numbered
 // above the file (every line holds the whole state, so the last one is all that counts); the

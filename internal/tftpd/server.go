@@ -114,7 +114,7 @@ func (s *service) serve(ctx context.Context, conn *net.UDPConn) error {
 // plainConn hides the *net.UDPConn from pin/tftp, which would otherwise ask for each packet's
 // destination and interface (IP_PKTINFO) only to look the interface up by index, a netlink dump of
 // every link, per request, in its one receive loop: with a bridge holding a port per PC that
-// serialised a storm's requests (BENCHMARKS.md).
+// serialised a storm's requests (docs/benchmarks-log.md, item 3).
 // Without them a transfer's socket is bound to the wildcard address, and the kernel picks the
 // source address as it routes the reply; bootd serves one subnet on one interface, so that is the
 // address the request came to (bootd checks it at start: checkReplySource).

@@ -22,7 +22,7 @@ import (
 // bootd serves TFTP from a child process of its own, a worker. A PXE ROM's transfer is lock-step:
 // one 1468-byte block per round trip. In bootd's one Go process, while image downloads kept
 // every P busy sending, a block's ACK waited for the runtime to poll the network (up to 10 ms a
-// block, 25 ms median at 200 machines: BENCHMARKS.md). A process of its own has an idle thread
+// block, 25 ms median at 200 machines: docs/benchmarks-log.md, item 6). A process of its own has an idle thread
 // asleep in epoll that the kernel wakes the moment the ACK lands, as dnsmasq is woken. TFTP suits
 // this: it needs no state from the rest of bootd, only the iPXE directory.
 
