@@ -7,7 +7,7 @@
 // and a discovery pool 10.80.0.200-10.80.0.249 for machines not yet assigned.
 //
 // A file overrides only the keys it names. Every key, with its default and
-// meaning, is listed in testdata/full.toml; a typical lab needs only a few:
+// meaning, is listed in dist/bootd.example.toml; a typical lab needs only a few:
 //
 //	interface = "eth1"
 //

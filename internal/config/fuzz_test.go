@@ -10,10 +10,10 @@ import (
 
 // FuzzLoad feeds Load arbitrary files: it must not panic, and whatever it
 // accepts must be valid. The corpus under testdata/fuzz/FuzzLoad seeds it,
-// with the good and bad test files added here.
+// with the bad test files and the example added here.
 func FuzzLoad(f *testing.F) {
 	files, _ := filepath.Glob("testdata/bad/*.toml")
-	for _, file := range append(files, "testdata/full.toml") {
+	for _, file := range append(files, exampleFile) {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
