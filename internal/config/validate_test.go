@@ -2,7 +2,10 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -74,9 +77,9 @@ func TestValidateServer(t *testing.T) {
 		{"pool, with a gateway", withGateway, "10.80.0.200",
 			"discovery.pool_end: bootd's own address 10.80.0.200 is taken by the discovery pool (10.80.0.200-10.80.0.249): give the interface another address, or move the range"},
 		{"gateway in the pool", gatewayAt("10.80.0.210"), "10.80.0.210",
-			"discovery.pool_end: the discovery pool (10.80.0.200-10.80.0.249) and the gateway (10.80.0.210) overlap"},
+			"network.gateway: the gateway (10.80.0.210) and the discovery pool (10.80.0.200-10.80.0.249) overlap"},
 		{"gateway at the master", gatewayAt("10.80.0.100"), "10.80.0.100",
-			"master.address: the master (10.80.0.100) and the gateway (10.80.0.100) overlap"},
+			"network.gateway: the gateway (10.80.0.100) and the master (10.80.0.100) overlap"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,4 +167,68 @@ func TestValidateOverride(t *testing.T) {
 
 	c, _ = Load(path)
 	checkErr(t, c.Validate(netip.MustParseAddr("10.80.0.90")), path+":4: master.address: bootd's own address 10.80.0.90 is taken by the master (10.80.0.90): give the interface another address, or move the range")
+}
+
+// TestOverlapNamesBoth edits one or two lines of the example, where every key is set, and
+// wants both ranges of an overlap named by file:line: key (written @key below). The range the
+// edit moved away from its default comes first: it is where the admin is looking.
+func TestOverlapNamesBoth(t *testing.T) {
+	example, err := os.ReadFile(exampleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		edits map[string]string // line of the example -> its replacement
+		want  string
+	}{
+		{"pool start into the computes", map[string]string{`pool_start = "10.80.0.200"`: `pool_start = "10.80.0.150"`},
+			"@discovery.pool_start: the discovery pool (10.80.0.150-10.80.0.249) and compute nodes c1..c99 (10.80.0.101-10.80.0.199, @compute.max_nodes) overlap"},
+		{"master among the computes", map[string]string{`address = "10.80.0.100"`: `address = "10.80.0.150"`},
+			"@master.address: the master (10.80.0.150) and compute nodes c1..c99 (10.80.0.101-10.80.0.199, @compute.max_nodes) overlap"},
+		{"gateway inside the pool", map[string]string{`gateway = "10.80.0.1"`: `gateway = "10.80.0.210"`},
+			"@network.gateway: the gateway (10.80.0.210) and the discovery pool (10.80.0.200-10.80.0.249, @discovery.pool_end) overlap"},
+		{"gateway at the pool's start", map[string]string{`gateway = "10.80.0.1"`: `gateway = "10.80.0.200"`},
+			"@network.gateway: the gateway (10.80.0.200) and the discovery pool (10.80.0.200-10.80.0.249, @discovery.pool_start) overlap"},
+		{"computes into the pool", map[string]string{"max_nodes = 99": "max_nodes = 120"},
+			"@compute.max_nodes: compute nodes c1..c120 (10.80.0.101-10.80.0.220) and the discovery pool (10.80.0.200-10.80.0.249, @discovery.pool_start) overlap"},
+		{"computes down onto the master", map[string]string{`first_address = "10.80.0.101"`: `first_address = "10.80.0.90"`},
+			"@compute.first_address: compute nodes c1..c99 (10.80.0.90-10.80.0.188) and the master (10.80.0.100, @master.address) overlap"},
+		{"both moved: the later line leads", map[string]string{`pool_start = "10.80.0.200"`: `pool_start = "10.80.0.150"`, "max_nodes = 99": "max_nodes = 60"},
+			"@compute.max_nodes: compute nodes c1..c60 (10.80.0.101-10.80.0.160) and the discovery pool (10.80.0.150-10.80.0.249, @discovery.pool_start) overlap"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text := string(example)
+			for old, repl := range tt.edits {
+				if strings.Count(text, "\n"+old+"\n") != 1 {
+					t.Fatalf("the example has not exactly one line %q", old)
+				}
+				text = strings.Replace(text, "\n"+old+"\n", "\n"+repl+"\n", 1)
+			}
+			path := writeTemp(t, text)
+			_, err := Load(path)
+			want := regexp.MustCompile(`@([a-z_.]+)`).ReplaceAllStringFunc(tt.want, func(k string) string {
+				return fmt.Sprintf("%s:%d: %s", path, lineOf(t, text, k[1:]), k[1:])
+			})
+			checkErr(t, err, want)
+		})
+	}
+}
+
+// lineOf finds the line of key (table.leaf) in a TOML text of [table] sections, independently
+// of the loader whose positions are under test.
+func lineOf(t *testing.T, text, key string) int {
+	t.Helper()
+	table, leaf, _ := strings.Cut(key, ".")
+	in := false
+	for i, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "[") {
+			in = line == "["+table+"]"
+		} else if in && strings.HasPrefix(line, leaf+" = ") {
+			return i + 1
+		}
+	}
+	t.Fatalf("no line sets %s", key)
+	return 0
 }
