@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/logfield"
 )
 
 // Catalog is bootd's read side of the images directory. It serves only
@@ -255,7 +257,7 @@ func (e *entry) checkLocked(log logrus.FieldLogger) (*Image, error) {
 	if e.verr != nil {
 		refused(log, e.dir, e.verr)
 	} else {
-		log.WithFields(logrus.Fields{"dir": e.dir, "duration": time.Since(start).Round(time.Millisecond)}).
+		log.WithFields(logrus.Fields{"dir": e.dir, "duration": logfield.Duration(time.Since(start))}).
 			Info("image version verified")
 	}
 	return e.result()

@@ -1,6 +1,8 @@
 package artifact
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -237,5 +239,38 @@ func TestCatalogConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := countLogs(hook, "image version verified"); n != 1 {
 		t.Fatalf("verified %d times under concurrency, want once", n)
+	}
+}
+
+// TestCatalogVerifiedJSONDuration: under bootd's JSON log format, the time a verification took
+// is a duration string like every other duration field ("16ms"), not integer nanoseconds.
+func TestCatalogVerifiedJSONDuration(t *testing.T) {
+	images := t.TempDir()
+	writeImage(t, images, testManifest("compute", "1"))
+	var buf bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&buf)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	if _, err := NewCatalog(images, log).Resolve("compute", ""); err != nil {
+		t.Fatal(err)
+	}
+	var line struct {
+		Msg      string `json:"msg"`
+		Duration any    `json:"duration"`
+	}
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if line.Msg == "image version verified" {
+			break
+		}
+	}
+	s, ok := line.Duration.(string)
+	if line.Msg != "image version verified" || !ok {
+		t.Fatalf("log %s: want an \"image version verified\" line with a duration string", buf.String())
+	}
+	if d, err := time.ParseDuration(s); err != nil || d.Round(time.Millisecond) != d {
+		t.Errorf("duration %q is not a duration in whole milliseconds (%v)", s, err)
 	}
 }

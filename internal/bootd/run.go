@@ -25,6 +25,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/logfield"
 	"github.com/labcluster/gpucluster/internal/neigh"
 	"github.com/labcluster/gpucluster/internal/ratelog"
 	"github.com/labcluster/gpucluster/internal/secrets"
@@ -81,7 +82,7 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 		// addresses already probed, and a squatter is in the log before anyone boots.
 		start := time.Now()
 		n := d.scout.round(ctx)
-		d.log.WithFields(logrus.Fields{"addresses": n, "took": time.Since(start).Round(time.Millisecond)}).Info("discovery pool swept with ARP")
+		d.log.WithFields(logrus.Fields{"addresses": n, "duration": logfield.Duration(time.Since(start))}).Info("discovery pool swept with ARP")
 		g.Go(func() error { d.scout.run(ctx); return nil })
 	}
 	g.Go(func() error { return d.serveDHCP(ctx) })

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/logfield"
 )
 
 // maxFact bounds each fact taken from a query string: firmware strings are short, hostile ones need not be.
@@ -115,7 +117,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, elems []strin
 	start := time.Now()
 	http.ServeContent(withProgressDeadline(w), r, elems[len(elems)-1], st.ModTime(), f)
 	s.log.WithFields(logrus.Fields{"file": strings.Join(elems, "/"), "remote": r.RemoteAddr, "bytes": st.Size(),
-		"range": r.Header.Get("Range") != "", "duration": time.Since(start).Round(time.Millisecond).String()}).Info("served file")
+		"range": r.Header.Get("Range") != "", "duration": logfield.Duration(time.Since(start))}).Info("served file")
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request, err error) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/labcluster/gpucluster/internal/logfield"
 )
 
 // Limiter lets one entry per message through per interval and counts the ones it held back.
@@ -130,7 +132,7 @@ func (l *Limiter) restart(msg string) (write func()) {
 	// held_back, not suppressed: this line is one of the n (the last, its fields), where a line
 	// let through stands for itself and its suppressed count of others.
 	return func() {
-		log.WithFields(logrus.Fields{"held_back": n, "at_most_every": l.every.String()}).Log(level, msg)
+		log.WithFields(logrus.Fields{"held_back": n, "at_most_every": logfield.Duration(l.every)}).Log(level, msg)
 	}
 }
 
@@ -140,5 +142,5 @@ func (l *Limiter) write(log logrus.FieldLogger, level logrus.Level, msg string, 
 		log.WithFields(nil).Log(level, msg)
 		return
 	}
-	log.WithFields(logrus.Fields{"suppressed": suppressed, "at_most_every": l.every.String()}).Log(level, msg)
+	log.WithFields(logrus.Fields{"suppressed": suppressed, "at_most_every": logfield.Duration(l.every)}).Log(level, msg)
 }

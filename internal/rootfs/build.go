@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/child"
+	"github.com/labcluster/gpucluster/internal/logfield"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
 
@@ -67,7 +68,7 @@ func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result
 			}
 		}
 		r := Result{Layer: st.Layer.Name, Key: key, Cached: cached, Duration: time.Since(start)}
-		b.Log.WithFields(logrus.Fields{"layer": r.Layer, "cached": r.Cached, "duration": r.Duration.Round(time.Millisecond).String(), "key": key[:12]}).Info("layer ready")
+		b.Log.WithFields(logrus.Fields{"layer": r.Layer, "cached": r.Cached, "duration": logfield.Duration(r.Duration), "key": key[:12]}).Info("layer ready")
 		results = append(results, r)
 		parent, parentKey = dir, key
 	}

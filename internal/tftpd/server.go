@@ -14,6 +14,7 @@ import (
 	"github.com/pin/tftp/v3"
 	"github.com/sirupsen/logrus"
 
+	"github.com/labcluster/gpucluster/internal/logfield"
 	"github.com/labcluster/gpucluster/internal/ratelog"
 )
 
@@ -207,7 +208,7 @@ func (s *service) read(path string, rf io.ReaderFrom) error {
 }
 
 func (s *service) logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
-	log = log.WithFields(logrus.Fields{"bytes": n, "duration": d.Round(time.Millisecond).String()}) // a string: it crosses the worker's JSON log intact
+	log = log.WithFields(logrus.Fields{"bytes": n, "duration": logfield.Duration(d)})
 	switch {
 	case err == nil:
 		log.Info("tftp transfer done")
@@ -256,6 +257,6 @@ func (h hook) fields(st tftp.TransferStats) logrus.FieldLogger {
 		"tsize":    st.Opts["tsize"],
 		"sent":     st.DatagramsSent,
 		"acked":    st.DatagramsAcked,
-		"duration": st.Duration.Round(time.Millisecond).String(),
+		"duration": logfield.Duration(st.Duration),
 	})
 }
