@@ -137,3 +137,26 @@ func TestServeLogFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestHardware: the HARDWARE column counts in the singular for one.
+func TestHardware(t *testing.T) {
+	rtx := inventory.GPU{Type: "rtx3090", File: "/dev/nvidia0"}
+	for _, tt := range []struct {
+		name string
+		hw   *inventory.Hardware
+		want string
+	}{
+		{"not reported", nil, "-"},
+		{"one CPU", &inventory.Hardware{CPUs: 1, RealMemoryMiB: 480}, "1 CPU, 0.5 GiB"},
+		{"CPUs", &inventory.Hardware{CPUs: 8, RealMemoryMiB: 15872}, "8 CPUs, 15.5 GiB"},
+		{"one GPU", &inventory.Hardware{CPUs: 16, RealMemoryMiB: 64000, GPUs: []inventory.GPU{rtx}}, "16 CPUs, 62.5 GiB, 1 GPU (rtx3090)"},
+		{"GPUs", &inventory.Hardware{CPUs: 16, RealMemoryMiB: 64000, GPUs: []inventory.GPU{rtx, rtx}}, "16 CPUs, 62.5 GiB, 2 GPUs (rtx3090)"},
+		{"one GiB", &inventory.Hardware{CPUs: 2, RealMemoryMiB: 1024}, "2 CPUs, 1.0 GiB"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := hardware(tt.hw); got != tt.want {
+				t.Errorf("hardware(%+v) = %q, want %q", tt.hw, got, tt.want)
+			}
+		})
+	}
+}

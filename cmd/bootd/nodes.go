@@ -92,14 +92,22 @@ func orDash(s string) string {
 	return s
 }
 
-// hardware summarises a node's report: "8 CPUs, 15.5 GiB, 2 GPUs (rtx3090)".
+// hardware summarises a node's report: "8 CPUs, 15.5 GiB, 2 GPUs (rtx3090)", "1 CPU, 0.5 GiB".
 func hardware(hw *inventory.Hardware) string {
 	if hw == nil {
 		return "-"
 	}
-	s := fmt.Sprintf("%d CPUs, %.1f GiB", hw.CPUs, float64(hw.RealMemoryMiB)/1024)
+	s := fmt.Sprintf("%s, %.1f GiB", count(hw.CPUs, "CPU"), float64(hw.RealMemoryMiB)/1024)
 	if len(hw.GPUs) > 0 {
-		s += fmt.Sprintf(", %d GPUs (%s)", len(hw.GPUs), hw.GPUs[0].Type)
+		s += fmt.Sprintf(", %s (%s)", count(len(hw.GPUs), "GPU"), hw.GPUs[0].Type)
 	}
 	return s
+}
+
+// count is n nouns, the noun in the singular for one. (GiB is a unit: "1.0 GiB" stays.)
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
