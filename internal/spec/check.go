@@ -70,11 +70,35 @@ func checkRepoID(s string) string {
 	return ""
 }
 
-// checkURL accepts the locations dnf can fetch from.
+// checkURL accepts the locations dnf can fetch from, refusing at load what would otherwise
+// fail only when dnf (through libcurl) fetches it, with an error that names no file.
 func checkURL(s string) string {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file") || u.Path == "" && u.Host == "" {
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file") || u.Path == "" && u.Host == "":
 		return fmt.Sprintf("%q is not an http, https or file URL", s)
+	case u.Scheme == "file":
+		return checkFileURL(s, u)
+	case u.Host == "":
+		return fmt.Sprintf("%q names no host (want %s://host/path)", s, u.Scheme)
+	}
+	return ""
+}
+
+// checkFileURL wants a file URL that libcurl reads from this machine: an absolute path and no
+// host but localhost or 127.0.0.1 (curl refuses any other; imgbuild's own fetch would read
+// the path and ignore the host). The usual slip is a slash short, file://srv/mirror/, which
+// makes "srv" the host.
+func checkFileURL(s string, u *url.URL) string {
+	local := u.Host == "" || strings.EqualFold(u.Host, "localhost") || u.Host == "127.0.0.1"
+	switch {
+	case u.User != nil:
+		return fmt.Sprintf("%q names a user, but a file URL is read on this machine (want file:///path)", s)
+	case !local:
+		return fmt.Sprintf("%q names host %q, but a file URL is read on this machine: want file:///%s%s (three slashes)",
+			s, u.Host, u.Host, u.Path)
+	case !strings.HasPrefix(u.Path, "/"):
+		return fmt.Sprintf("%q has no absolute path (want file:///path)", s)
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -296,5 +297,61 @@ func TestSourceChangedAfterLoad(t *testing.T) {
 				t.Errorf("data %q, %v; want an error containing %q", data, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRepoURLs: a repository URL is checked alike in a layer's [[repos]] and in a site's
+// override, where dnf would otherwise fail much later: a file URL is read on this machine
+// (no host but localhost), an http one needs a host.
+func TestRepoURLs(t *testing.T) {
+	tests := []struct {
+		url  string
+		want string // "" when it loads
+	}{
+		{"file:///srv/mirror/epel/", ""},
+		{"file://localhost/srv/mirror/epel/", ""},
+		{"file://LOCALHOST/srv/mirror/epel/", ""},
+		{"file://127.0.0.1/srv/mirror/epel/", ""},
+		{"file:/srv/mirror/epel/", ""}, // no authority at all: curl and dnf read it too
+		{"https://dl.fedoraproject.org/pub/epel/9/Everything/x86_64/", ""},
+		{"http://mirror.lab:8080/epel/", ""},
+		{"file://srv/mirror/epel/", `"file://srv/mirror/epel/" names host "srv", but a file URL is read on this machine: want file:///srv/mirror/epel/ (three slashes)`},
+		{"file://mirror.lab/epel/", `"file://mirror.lab/epel/" names host "mirror.lab", but a file URL is read on this machine: want file:///mirror.lab/epel/ (three slashes)`},
+		{"file://localhost:8080/srv/", `"file://localhost:8080/srv/" names host "localhost:8080", but a file URL`},
+		{"file://alice@localhost/srv/", `"file://alice@localhost/srv/" names a user, but a file URL is read on this machine (want file:///path)`},
+		{"file://localhost", `"file://localhost" has no absolute path (want file:///path)`},
+		{"http:/mirror.lab/epel/", `"http:/mirror.lab/epel/" names no host (want http://host/path)`},
+		{"https:///epel/", `"https:///epel/" names no host (want https://host/path)`},
+		{"/srv/mirror/epel/", `"/srv/mirror/epel/" is not an http, https or file URL`},
+		{"ftp://mirror.lab/epel/", `"ftp://mirror.lab/epel/" is not an http, https or file URL`},
+	}
+	for _, tt := range tests {
+		for _, in := range []struct {
+			what, file, key string
+			line            int
+			load            func(string) error
+		}{
+			{"site", "site.toml", "repos.epel.baseurl", 2, func(p string) error { _, err := LoadSite(p); return err }},
+			{"layer", "epel.toml", "repos[0].baseurl", 4, func(p string) error { _, err := LoadLayer(p); return err }},
+		} {
+			t.Run(in.what+"/"+tt.url, func(t *testing.T) {
+				dir := t.TempDir()
+				writeFiles(t, dir, map[string]string{
+					"site.toml": "[repos.epel]\nbaseurl = \"" + tt.url + "\"\n",
+					"epel.toml": "name = \"epel\"\n[[repos]]\nid = \"epel\"\nbaseurl = \"" + tt.url + "\"\n",
+				})
+				path := filepath.Join(dir, in.file)
+				err := in.load(path)
+				if tt.want == "" {
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					return
+				}
+				if want := fmt.Sprintf("%s:%d: %s: %s", path, in.line, in.key, tt.want); err == nil || !strings.HasPrefix(err.Error(), want) {
+					t.Fatalf("error %v, want one starting %q", err, want)
+				}
+			})
+		}
 	}
 }
