@@ -61,4 +61,8 @@ fi
 if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
   echo "setup: Go is at /usr/local/go/bin; add it to PATH"
 fi
-echo "setup: ok"
+# Quiet when there was nothing to do: `make demo` and `make check` run this again after the
+# README's first command did.
+if ((${#missing[@]} + ${#fetch[@]})); then
+  echo "setup: ok"
+fi
