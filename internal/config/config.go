@@ -22,6 +22,7 @@ type Config struct {
 	Compute   ComputeRole
 	Slurm     Slurm
 	Users     []User // lab members, in the file's order
+	BMC       BMCs   // the nodes' BMCs; a node without one is woken with Wake-on-LAN
 
 	// origin remembers where Load found each value, so that Validate can
 	// point at the file's line. Nil for configs built in code.
@@ -76,6 +77,10 @@ type Slurm struct {
 	ClusterName   string
 	ProctrackType string // proctrack/cgroup; proctrack/linuxproc where cgroups are not available
 	TaskPlugin    string // task/cgroup,task/affinity; task/none where cgroups are not available
+	// Power saving: Slurm asks bootd to switch a compute off once it has been idle SuspendTime
+	// (0: never, the default), and on again when a job needs it. SuspendTimeout is how long
+	// Slurm gives a node to go off, ResumeTimeout to boot and register again.
+	SuspendTime, SuspendTimeout, ResumeTimeout time.Duration
 }
 
 // Default returns the reference lab's configuration.
@@ -106,7 +111,9 @@ func Default() Config {
 			MaxNodes:     99,
 			Image:        "compute",
 		},
-		Slurm: Slurm{ClusterName: "lab", ProctrackType: "proctrack/cgroup", TaskPlugin: "task/cgroup,task/affinity"},
+		Slurm: Slurm{ClusterName: "lab", ProctrackType: "proctrack/cgroup", TaskPlugin: "task/cgroup,task/affinity",
+			SuspendTimeout: 2 * time.Minute, ResumeTimeout: 10 * time.Minute},
+		BMC: BMCs{User: "ADMIN", Protocol: ProtocolIPMI},
 	}
 }
 

@@ -66,6 +66,7 @@ func parse(path, data string) (Config, error) {
 			return Config{}, &Error{File: path, Line: o.lines[k.String()], Key: k.String(), Msg: err.Error()}
 		}
 	}
+	c.withBMCDefaults()
 	o.loaded = c
 	c.origin = o
 	return c, nil
@@ -74,8 +75,11 @@ func parse(path, data string) (Config, error) {
 // set stores the value v of key k in c, or says why it cannot.
 func (c *Config) set(k toml.Key, v any) error {
 	name := k.String()
-	if k[0] == "users" {
+	switch k[0] {
+	case "users":
 		return c.setUser(k, v)
+	case "bmc":
+		return c.setBMC(k, v)
 	}
 	if f, ok := fields[name]; ok {
 		return f.set(c, v)
@@ -135,7 +139,7 @@ func lookup(m map[string]any, k toml.Key) any {
 }
 
 // tables are the file's sections.
-var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm", "users"}
+var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm", "users", "bmc"}
 
 // field decodes one key into a Config and reads it back.
 type field struct {
@@ -177,9 +181,12 @@ var fields = map[string]field{
 	"compute.image":         of(asString, func(c *Config) *string { return &c.Compute.Image }),
 	"compute.version":       of(asString, func(c *Config) *string { return &c.Compute.Version }),
 
-	"slurm.cluster_name":   of(asString, func(c *Config) *string { return &c.Slurm.ClusterName }),
-	"slurm.proctrack_type": of(asString, func(c *Config) *string { return &c.Slurm.ProctrackType }),
-	"slurm.task_plugin":    of(asString, func(c *Config) *string { return &c.Slurm.TaskPlugin }),
+	"slurm.cluster_name":    of(asString, func(c *Config) *string { return &c.Slurm.ClusterName }),
+	"slurm.proctrack_type":  of(asString, func(c *Config) *string { return &c.Slurm.ProctrackType }),
+	"slurm.task_plugin":     of(asString, func(c *Config) *string { return &c.Slurm.TaskPlugin }),
+	"slurm.suspend_time":    of(asDuration, func(c *Config) *time.Duration { return &c.Slurm.SuspendTime }),
+	"slurm.suspend_timeout": of(asDuration, func(c *Config) *time.Duration { return &c.Slurm.SuspendTimeout }),
+	"slurm.resume_timeout":  of(asDuration, func(c *Config) *time.Duration { return &c.Slurm.ResumeTimeout }),
 }
 
 // of ties a decoder to the Config field at ptr.

@@ -69,6 +69,7 @@ func TestLoadExample(t *testing.T) {
 	want.Network.Domain = "lab.example"
 	want.Users = []User{{Name: "alice", UID: 2001, Comment: "Alice Example", Shell: "/bin/bash",
 		SSHKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKYn3pm2E8RDgg3QSPW9dCWbzvUxsjqpCJusmxRP2MhS alice@laptop"}}}
+	want.BMC.Nodes = []BMC{{Node: "c1", Protocol: "ipmi", Address: "10.80.1.101", User: "ADMIN"}}
 	assertConfig(t, got, want)
 	// README's appliance, 10.80.0.1, is the example's gateway too: it routes for the lab.
 	if err := got.Validate(netip.MustParseAddr("10.80.0.1")); err != nil {
@@ -101,6 +102,12 @@ func acceptedKeys() []string {
 	for k := range userFields {
 		keys = append(keys, "users.NAME."+k)
 	}
+	for k := range bmcDefaults {
+		keys = append(keys, "bmc."+k)
+	}
+	for k := range bmcFields {
+		keys = append(keys, "bmc.NAME."+k)
+	}
 	return sorted(keys)
 }
 
@@ -111,6 +118,11 @@ func exampleKeys(c Config) []string {
 		for _, u := range c.Users {
 			if user := (toml.Key{"users", u.Name}).String(); k == user || strings.HasPrefix(k, user+".") {
 				k = "users.NAME" + strings.TrimPrefix(k, user)
+			}
+		}
+		for _, b := range c.BMC.Nodes {
+			if node := (toml.Key{"bmc", b.Node}).String(); k == node || strings.HasPrefix(k, node+".") {
+				k = "bmc.NAME" + strings.TrimPrefix(k, node)
 			}
 		}
 		keys = append(keys, k)
@@ -143,6 +155,14 @@ func TestLoadOverlay(t *testing.T) {
 			func(c *Config) { c.Master.NTPServers = []string{"ntp1.lab.example", "192.0.2.7"} }},
 		{"inline table", "discovery = { lease_time = \"5m\" }\n", func(c *Config) { c.Discovery.LeaseTime = 5 * time.Minute }},
 		{"dotted key", "master.version = \"2024.06.1\"\n", func(c *Config) { c.Master.Version = "2024.06.1" }},
+		{"BMCs take the defaults, also ones set after them", "[bmc.c2]\naddress = \"10.80.1.2\"\n[bmc.c1]\naddress = \"bmc1:6230\"\nuser = \"op\"\n[bmc]\nprotocol = \"redfish\"\nuser = \"root\"\n",
+			func(c *Config) {
+				c.BMC = BMCs{User: "root", Protocol: "redfish", Nodes: []BMC{
+					{Node: "c2", Protocol: "redfish", Address: "10.80.1.2", User: "root"},
+					{Node: "c1", Protocol: "redfish", Address: "bmc1:6230", User: "op"}}}
+			}},
+		{"power saving", "[slurm]\nsuspend_time = \"30m\"\nresume_timeout = \"15m\"\n",
+			func(c *Config) { c.Slurm.SuspendTime, c.Slurm.ResumeTimeout = 30*time.Minute, 15*time.Minute }},
 		{"users", "[users.bob]\nuid = 2002\n\n[users.alice]\nuid = 2001\nshell = \"/bin/zsh\"\n",
 			func(c *Config) {
 				c.Users = []User{{Name: "bob", UID: 2002, Shell: "/bin/bash"}, {Name: "alice", UID: 2001, Shell: "/bin/zsh"}}
