@@ -1,5 +1,6 @@
 // Package secrets keeps the cluster's secrets in bootd's state directory: the
-// munge key, root's SSH key pair and every node's SSH host keys. Each is made
+// munge key, root's SSH key pair, every node's SSH host keys, and the passwords of the nodes'
+// BMCs (given by the admin through the daemon, never made here). Each key is made
 // once, on first use, and reused from then on, so a node that reboots gets the
 // same keys and its peers keep trusting it. A node's host keys belong to the
 // machine that holds its name: when the name moves, they are revoked (a list

@@ -36,6 +36,7 @@ type Store struct {
 	cluster *ClusterSecrets
 	hosts   map[string]heldKeys // by node name
 	revoked []revokedKey        // the revoked list, read at Open
+	bmc     map[string]BMCPassword // BMC passwords by file name, once read ("": no file)
 }
 
 // heldKeys are one node's host keys as its directory holds them.
