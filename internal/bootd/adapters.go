@@ -16,6 +16,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/power"
 )
 
 // leaser gives DHCP a node's static address, or a discovery lease for an unknown PXE client.
@@ -335,8 +336,22 @@ func (d *daemon) forgetHostKeys(name string) {
 	}
 }
 
+func (c controller) Power(ctx context.Context, r ctl.PowerRequest) (ctl.PowerReply, error) {
+	a, err := power.ParseAction(r.Action)
+	if err != nil {
+		return ctl.PowerReply{}, ctl.Invalid(err)
+	}
+	rs, err := c.d.switchPower(ctx, a, r.Nodes, "bootd power")
+	return ctl.PowerReply{Results: rs}, err
+}
+
+func (c controller) SetBMCPassword(r ctl.BMCPasswordRequest) error { return c.d.setBMCPassword(r) }
+
+func (c controller) Names() ctl.Names { return c.d.names() }
+
 func (d *daemon) nodesReply() ctl.NodesReply {
 	nodes, waiting := d.inv.Snapshot()
 	return ctl.NodesReply{Nodes: nodes, Waiting: waiting, Leases: d.inv.Leases(),
-		Server: ctl.ServerInfo{Interface: d.cfg.Interface, Address: d.server, Started: d.started}}
+		Server: ctl.ServerInfo{Interface: d.cfg.Interface, Address: d.server, Started: d.started},
+		Power:  d.powered.snapshot()}
 }

@@ -2,6 +2,7 @@ package bootd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,8 +35,12 @@ func (d *daemon) identify(from netip.AddrPort) (inventory.Node, error) {
 	return n, nil
 }
 
-// nodes serves booted nodes: their overlay and their hardware report.
+// nodes serves booted nodes: their overlay, their hardware report, the master's power requests.
 type nodes struct{ d *daemon }
+
+func (n nodes) Power(ctx context.Context, from netip.AddrPort, request []byte) (string, []byte, error) {
+	return n.d.nodePower(ctx, from, request)
+}
 
 func (n nodes) ReportHardware(from netip.AddrPort, report []byte) (string, error) {
 	n.d.identity.RLock()

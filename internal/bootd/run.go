@@ -27,6 +27,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/logfield"
 	"github.com/labcluster/gpucluster/internal/neigh"
+	"github.com/labcluster/gpucluster/internal/power"
 	"github.com/labcluster/gpucluster/internal/ratelog"
 	"github.com/labcluster/gpucluster/internal/secrets"
 	"github.com/labcluster/gpucluster/internal/tftpd"
@@ -63,6 +64,9 @@ type daemon struct {
 	identity sync.RWMutex
 	// booting holds the netbooting machines between their lease and their first HTTP request.
 	booting *bootphase.Tracker
+	// power switches nodes (BMCs, Wake-on-LAN); powered is what bootd last learned of each.
+	power   *power.Switch
+	powered powerBook
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -89,6 +93,7 @@ func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
 	g.Go(func() error { return d.serveTFTP(ctx, tftpConn) })
 	g.Go(func() error { return d.serveHTTP(ctx, httpLn) })
 	g.Go(func() error { return ctl.Serve(ctx, d.socketPath(), controller{d}) })
+	g.Go(func() error { d.pollPower(ctx); return nil })
 	err = g.Wait()
 	d.stop()
 	return err
@@ -138,7 +143,8 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	}
 	d := &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
 		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS,
-		probe: arpprobe.New(cfg.Interface), remote: ratelog.New(ratelog.Every), booting: bootphase.New(bootphase.DefaultPatience)}
+		probe: arpprobe.New(cfg.Interface), remote: ratelog.New(ratelog.Every), booting: bootphase.New(bootphase.DefaultPatience),
+		power: power.NewSwitch(cfg.Interface)}
 	d.scout = newScout(d)
 	return d, nil
 }

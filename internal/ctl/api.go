@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/power"
 )
 
 // SocketName is the control socket's file name in the state directory.
@@ -17,6 +18,9 @@ type NodesReply struct {
 	Waiting []inventory.Machine `json:"waiting"`
 	Leases  []inventory.Lease   `json:"leases,omitempty"`
 	Server  ServerInfo          `json:"server"`
+	// Power is what bootd last learned of each node's power, by node name: from its BMC, polled
+	// every minute and after every power action, or the magic packets sent to a node without one.
+	Power map[string]power.Result `json:"power,omitempty"`
 }
 
 // MarshalJSON writes nodes and waiting as arrays even when there are none: a fresh daemon's
@@ -81,4 +85,33 @@ type ErrorReply struct {
 	Error string `json:"error"`
 	// Waiting lists the machines to choose from when an assign without --mac was ambiguous.
 	Waiting []inventory.Machine `json:"waiting,omitempty"`
+}
+
+// PowerRequest is the body of POST /v1/power: an action on nodes named as host lists
+// ("c[1-4]", "master").
+type PowerRequest struct {
+	Action string   `json:"action"` // on, off, cycle or status
+	Nodes  []string `json:"nodes"`
+}
+
+// PowerReply is the answer to POST /v1/power: one result per node, in the order named.
+type PowerReply struct {
+	Results []power.Result `json:"results"`
+}
+
+// BMCPasswordRequest is the body of POST /v1/bmc-password. An empty Node sets the default
+// password, which every BMC without one of its own uses.
+type BMCPasswordRequest struct {
+	Node     string `json:"node,omitempty"`
+	Password string `json:"password"`
+}
+
+// String redacts the password: a request may end up in an error message.
+func (r BMCPasswordRequest) String() string { return "BMC password for " + r.Node + " (redacted)" }
+
+// Names is the answer to GET /v1/names, what shell completion offers: node names and the MACs
+// of the machines waiting to be named.
+type Names struct {
+	Nodes   []string `json:"nodes"`
+	Waiting []string `json:"waiting"`
 }

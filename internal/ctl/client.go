@@ -31,6 +31,7 @@ func (e *Error) Error() string { return e.Message }
 type Client struct {
 	path string
 	http *http.Client
+	slow *http.Client // without a timeout: for requests the daemon bounds itself
 }
 
 // NewClient returns a client for the socket at path.
@@ -38,7 +39,8 @@ func NewClient(path string) *Client {
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", path)
 	}
-	return &Client{path: path, http: &http.Client{Transport: &http.Transport{DialContext: dial}, Timeout: 30 * time.Second}}
+	tr := &http.Transport{DialContext: dial}
+	return &Client{path: path, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, slow: &http.Client{Transport: tr}}
 }
 
 // Nodes returns the inventory.
@@ -54,6 +56,26 @@ func (c *Client) Assign(req AssignRequest) (AssignReply, error) {
 	return r, c.do(http.MethodPost, "/v1/assign", req, &r)
 }
 
+// Power takes an action on nodes' power and waits for every node's result: each BMC is asked
+// in turn (a few at once), and a BMC that does not answer takes the daemon's per-node timeout,
+// so the request has none of its own.
+func (c *Client) Power(req PowerRequest) (PowerReply, error) {
+	var r PowerReply
+	return r, c.doWith(c.slow, http.MethodPost, "/v1/power", req, &r)
+}
+
+// SetBMCPassword hands a BMC password to the daemon, which keeps it with its secrets.
+func (c *Client) SetBMCPassword(req BMCPasswordRequest) error {
+	var ok struct{}
+	return c.do(http.MethodPost, "/v1/bmc-password", req, &ok)
+}
+
+// Names returns the node names and waiting MACs, for shell completion.
+func (c *Client) Names() (Names, error) {
+	var n Names
+	return n, c.do(http.MethodGet, "/v1/names", nil, &n)
+}
+
 // Unassign forgets a node.
 func (c *Client) Unassign(name string) (inventory.Node, error) {
 	var n inventory.Node
@@ -61,6 +83,10 @@ func (c *Client) Unassign(name string) (inventory.Node, error) {
 }
 
 func (c *Client) do(method, path string, body, out any) error {
+	return c.doWith(c.http, method, path, body, out)
+}
+
+func (c *Client) doWith(hc *http.Client, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -73,7 +99,7 @@ func (c *Client) do(method, path string, body, out any) error {
 	if err != nil {
 		return err
 	}
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return c.dialError(err)
 	}

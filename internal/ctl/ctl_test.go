@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/power"
 )
 
 type fakeController struct{}
@@ -47,6 +48,28 @@ func (fakeController) BootImage(name string) BootImage {
 
 func (fakeController) Unassign(name string) (inventory.Node, error) {
 	return inventory.Node{}, errors.Join(errors.New("node "+name), inventory.ErrNotFound)
+}
+
+func (fakeController) Power(_ context.Context, r PowerRequest) (PowerReply, error) {
+	if r.Action == "reboot" {
+		return PowerReply{}, Invalid(errors.New(`unknown power action "reboot"`))
+	}
+	var out PowerReply
+	for _, n := range r.Nodes {
+		out.Results = append(out.Results, power.Result{Node: n, Method: power.MethodIPMI, State: power.StateOn, Done: "switched " + r.Action})
+	}
+	return out, nil
+}
+
+func (fakeController) SetBMCPassword(r BMCPasswordRequest) error {
+	if r.Password == "" {
+		return Invalid(errors.New("an empty BMC password"))
+	}
+	return nil
+}
+
+func (fakeController) Names() Names {
+	return Names{Nodes: []string{"master", "c1"}, Waiting: []string{"52:54:00:00:00:09"}}
 }
 
 func startServer(t *testing.T) string {
@@ -106,6 +129,19 @@ func TestClientServer(t *testing.T) {
 		{"bad name", func() error { _, err := c.Assign(AssignRequest{Name: "gpu"}); return err }, http.StatusBadRequest, "fits no role", 0},
 		{"daemon failure", func() error { _, err := c.Assign(AssignRequest{Name: "c5"}); return err }, http.StatusInternalServerError, "disk full", 0},
 		{"not found", func() error { _, err := c.Unassign("c9"); return err }, http.StatusNotFound, "node c9", 0},
+		{"power", func() error {
+			r, err := c.Power(PowerRequest{Action: "on", Nodes: []string{"c1", "c2"}})
+			ok(t, err != nil || len(r.Results) == 2 && r.Results[1].Node == "c2" && r.Results[1].Done == "switched on", "power reply %+v", r)
+			return err
+		}, 0, "", 0},
+		{"power: bad action", func() error { _, err := c.Power(PowerRequest{Action: "reboot", Nodes: []string{"c1"}}); return err }, http.StatusBadRequest, "reboot", 0},
+		{"BMC password", func() error { return c.SetBMCPassword(BMCPasswordRequest{Node: "c1", Password: "pw"}) }, 0, "", 0},
+		{"BMC password: empty", func() error { return c.SetBMCPassword(BMCPasswordRequest{Node: "c1"}) }, http.StatusBadRequest, "empty", 0},
+		{"names", func() error {
+			n, err := c.Names()
+			ok(t, err != nil || len(n.Nodes) == 2 && n.Waiting[0] == "52:54:00:00:00:09", "names %+v", n)
+			return err
+		}, 0, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

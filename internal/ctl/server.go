@@ -31,6 +31,10 @@ type Controller interface {
 	// BootImage says what node name boots now: asked after an assign, whose answer includes it.
 	BootImage(name string) BootImage
 	Unassign(name string) (inventory.Node, error)
+	// Power takes an action on the nodes of the host lists; an unknown name is ErrInvalid.
+	Power(ctx context.Context, r PowerRequest) (PowerReply, error)
+	SetBMCPassword(r BMCPasswordRequest) error
+	Names() Names
 }
 
 // Serve answers control requests on the unix socket at path until ctx is done. A stale socket
@@ -93,6 +97,32 @@ func handler(c Controller) http.Handler {
 			ar.Replaced = a.Replaced.MAC
 		}
 		reply(w, http.StatusOK, ar)
+	})
+	mux.HandleFunc("POST /v1/power", func(w http.ResponseWriter, r *http.Request) {
+		var req PowerRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		pr, err := c.Power(r.Context(), req)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		reply(w, http.StatusOK, pr)
+	})
+	mux.HandleFunc("POST /v1/bmc-password", func(w http.ResponseWriter, r *http.Request) {
+		var req BMCPasswordRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		if err := c.SetBMCPassword(req); err != nil {
+			fail(w, err)
+			return
+		}
+		reply(w, http.StatusOK, struct{}{})
+	})
+	mux.HandleFunc("GET /v1/names", func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, http.StatusOK, c.Names())
 	})
 	mux.HandleFunc("POST /v1/unassign", func(w http.ResponseWriter, r *http.Request) {
 		var req UnassignRequest

@@ -27,6 +27,9 @@ type anyNodes struct{}
 func (anyNodes) Overlay(netip.AddrPort) (string, []OverlayFile, error) { return "", nil, ErrForbidden }
 func (anyNodes) ReportHardware(netip.AddrPort, []byte) (string, error) { return "c4", nil }
 func (anyNodes) Kickstart(netip.Addr) (string, []byte, error)          { return "", nil, ErrForbidden }
+func (anyNodes) Power(context.Context, netip.AddrPort, []byte) (string, []byte, error) {
+	return "", nil, ErrForbidden
+}
 
 // serveLoopback runs the real Serve (server timeouts included) on 127.0.0.1.
 func serveLoopback(t *testing.T) string {

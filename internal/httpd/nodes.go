@@ -3,6 +3,7 @@ package httpd
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,9 @@ type Nodes interface {
 	// Kickstart returns the disk-install kickstart of the node at address from (it holds no
 	// secret: the installed node fetches its overlay at first boot, like a netbooted one).
 	Kickstart(from netip.Addr) (node string, ks []byte, err error)
+	// Power carries out the request (JSON: an action and a host list) of the node asking for
+	// other nodes' power: the master's, for Slurm's power saving. The reply is one line per node.
+	Power(ctx context.Context, from netip.AddrPort, request []byte) (node string, reply []byte, err error)
 }
 
 // maxReport bounds a hardware report: a slurmd -C line and a few GPU names.
@@ -77,6 +81,33 @@ func (s *Server) hardware(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.WithFields(logrus.Fields{"node": node, "remote": r.RemoteAddr}).Info("node reported its hardware")
 	fmt.Fprintln(w, "ok")
+}
+
+// maxPowerRequest bounds a power request: an action and a host list.
+const maxPowerRequest = 16 << 10
+
+// power carries out a node's power request; bootd acts on BMCs for as long as they take, so
+// the request has no deadline but the daemon's per-node timeouts.
+func (s *Server) power(w http.ResponseWriter, r *http.Request) {
+	from, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		http.Error(w, "bad remote address", http.StatusBadRequest)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPowerRequest))
+	if err != nil {
+		http.Error(w, "request too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	node, reply, err := s.nodes.Power(r.Context(), netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), body)
+	if err != nil {
+		s.refuse(w, r, err, "power request")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(reply)
+	s.log.WithFields(logrus.Fields{"node": node, "remote": r.RemoteAddr}).Info("answered a node's power request")
 }
 
 func (s *Server) kickstart(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package httpd
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,6 +47,16 @@ func (f *fakeNodes) Kickstart(from netip.Addr) (string, []byte, error) {
 	return "c1", []byte("network --hostname=c1\n"), nil
 }
 
+func (f *fakeNodes) Power(_ context.Context, from netip.AddrPort, request []byte) (string, []byte, error) {
+	if !f.allow {
+		return "", nil, fmt.Errorf("%s is not the master: %w", from, ErrForbidden)
+	}
+	if !strings.Contains(string(request), `"action"`) {
+		return "", nil, fmt.Errorf("no action: %w", ErrInvalid)
+	}
+	return "master", []byte("c1 ipmi ok switched off\n"), nil
+}
+
 func nodeServer(t *testing.T, allow bool) (*httptest.Server, *fakeNodes) {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
@@ -86,7 +97,7 @@ func TestOverlayTar(t *testing.T) {
 
 func TestNodeEndpointsRefuse(t *testing.T) {
 	ts, n := nodeServer(t, false)
-	for _, tt := range []struct{ method, path string }{{"GET", "/api/v1/node/overlay"}, {"POST", "/api/v1/node/hardware"}} {
+	for _, tt := range []struct{ method, path string }{{"GET", "/api/v1/node/overlay"}, {"POST", "/api/v1/node/hardware"}, {"POST", "/api/v1/node/power"}} {
 		t.Run(tt.path, func(t *testing.T) {
 			req, _ := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader("{}"))
 			resp, err := http.DefaultClient.Do(req)
@@ -114,5 +125,30 @@ func TestHardwareReport(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(n.reported), "CPUs=8") {
 		t.Fatalf("status %d, reported %q", resp.StatusCode, n.reported)
+	}
+}
+
+func TestPowerRequest(t *testing.T) {
+	ts, _ := nodeServer(t, true)
+	for _, tt := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"carried out", `{"action":"off","nodes":"c1"}`, 200, "c1 ipmi ok switched off\n"},
+		{"malformed", `{}`, 400, "no action"},
+		{"too large", `{"action":"off","nodes":"` + strings.Repeat("c1,", 10000) + `"}`, 413, "too large"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Post(ts.URL+"/api/v1/node/power", "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.want) {
+				t.Fatalf("%d %q, want %d with %q", resp.StatusCode, body, tt.status, tt.want)
+			}
+		})
 	}
 }

@@ -110,6 +110,7 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /api/v1/node/overlay", s.overlay)
 		mux.HandleFunc("POST /api/v1/node/hardware", s.hardware)
 		mux.HandleFunc("GET /api/v1/node/kickstart", s.kickstart)
+		mux.HandleFunc("POST /api/v1/node/power", s.power)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux

@@ -34,8 +34,8 @@ type Store struct {
 
 	// Guarded by mu: what the files hold, once read or written.
 	cluster *ClusterSecrets
-	hosts   map[string]heldKeys // by node name
-	revoked []revokedKey        // the revoked list, read at Open
+	hosts   map[string]heldKeys    // by node name
+	revoked []revokedKey           // the revoked list, read at Open
 	bmc     map[string]BMCPassword // BMC passwords by file name, once read ("": no file)
 }
 
