@@ -18,11 +18,13 @@ Usage:
   bootd nodes     [--json]                     show assigned nodes and machines waiting
   bootd assign    NAME [--mac MAC] [--replace] name a waiting machine (master, c1, c2, ...)
   bootd unassign  NAME                         forget a node; its machine waits again at next boot
+  bootd power     on|off|cycle|status NAME...  switch nodes through their BMCs, or wake them (Wake-on-LAN)
+  bootd completion bash|zsh                    shell completion, names and MACs from the running bootd
 
 A PC that netboots and is unknown gets a short discovery lease, shows "waiting to be named"
 with its MAC, and appears under "waiting" in 'bootd nodes'. 'bootd assign c4' binds it: it boots
 on without a power cycle as c4, with c4's static address, in the compute role ('master' is the
-master role). nodes, assign and unassign talk to the running daemon through its control socket,
+master role). nodes, assign, unassign and power talk to the running daemon through its control socket,
 <state-dir>/bootd.sock (default /var/lib/bootd): pass --state-dir or --config when it runs elsewhere.
 
 Run 'bootd <command> --help' for a command's flags.
@@ -36,6 +38,7 @@ var commands = map[string]func(args []string) error{
 	"nodes":    runNodes,
 	"assign":   runAssign,
 	"unassign": runUnassign,
+	"power":    runPower,
 	// Not in the usage: bootd serve runs it as its TFTP process.
 	tftpd.WorkerCommand: tftpd.RunWorker,
 }

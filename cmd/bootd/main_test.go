@@ -13,6 +13,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/power"
 	"github.com/labcluster/gpucluster/internal/testkit/golden"
 )
 
@@ -27,6 +28,7 @@ func TestPrintNodes(t *testing.T) {
 		},
 		Waiting: []inventory.Machine{{MAC: "52:54:00:00:00:02", Facts: inventory.Facts{Manufacturer: "QEMU", Product: "Standard PC", Platform: "efi", Arch: "x86_64"},
 			FirstSeen: now.Add(-2 * time.Minute), LastSeen: now.Add(-time.Second)}},
+		Power: map[string]power.Result{"c1": {Node: "c1", Method: power.MethodIPMI, BMC: "10.80.1.101", State: power.StateOn}},
 	}
 	var buf bytes.Buffer
 	printNodes(&buf, r, now)
@@ -158,5 +160,28 @@ func TestHardware(t *testing.T) {
 				t.Errorf("hardware(%+v) = %q, want %q", tt.hw, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestPrintPower(t *testing.T) {
+	rs := []power.Result{
+		{Node: "c1", Method: power.MethodIPMI, BMC: "10.80.1.101", State: power.StateOff, Done: "switched off"},
+		{Node: "c2", Method: power.MethodRedfish, BMC: "10.80.1.102:8443", State: power.StateUnknown,
+			Error: "redfish BMC at 10.80.1.102:8443: cannot log in (is it on the network, and are the user and the password given with `bootd power password` right?): 401"},
+		{Node: "c3", Method: power.MethodWoL, State: power.StateUnknown, Done: "magic packet sent to 52:54:00:00:00:03"},
+	}
+	var buf bytes.Buffer
+	printPower(&buf, rs)
+	golden.Check(t, "testdata/power.txt", buf.Bytes())
+	for _, tt := range []struct {
+		r    power.Result
+		want string
+	}{{rs[0], "off"}, {rs[1], "?"}, {rs[2], "woken"}, {power.Result{Method: power.MethodWoL, Done: "no BMC to ask"}, "-"}} {
+		if got := nodePower(map[string]power.Result{"x": tt.r}, "x"); got != tt.want {
+			t.Errorf("nodePower(%+v) = %q, want %q", tt.r, got, tt.want)
+		}
+	}
+	if got := nodePower(nil, "x"); got != "-" {
+		t.Errorf("nodePower of a node bootd knows nothing of = %q", got)
 	}
 }

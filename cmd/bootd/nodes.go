@@ -12,6 +12,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/power"
 )
 
 const nodesHelp = `Usage: bootd nodes [--json]
@@ -20,6 +21,8 @@ Shows the assigned nodes (name, role, MAC, address, state, hardware, last seen) 
 waiting to be named (MAC, vendor/model, serial, first and last seen). A node's states, in order:
 assigned (named, not yet booted as such), booting (fetched its boot script), up (reported itself
 from its address), ready (reported its hardware: CPUs, memory, GPUs, as Slurm will see them).
+POWER is what the node's BMC last said (bootd asks every minute and after 'bootd power'): on,
+off, or ? when it did not answer; "woken" after a Wake-on-LAN packet; - for a node without a BMC.
 `
 
 func runNodes(args []string) error {
@@ -53,9 +56,9 @@ func runNodes(args []string) error {
 
 func printNodes(w io.Writer, r ctl.NodesReply, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tHARDWARE\tLAST SEEN\n")
+	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tPOWER\tHARDWARE\tLAST SEEN\n")
 	for _, n := range r.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, hardware(n.Hardware), ago(n.LastSeen, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, nodePower(r.Power, n.Name), hardware(n.Hardware), ago(n.LastSeen, now))
 	}
 	if len(r.Nodes) == 0 {
 		fmt.Fprintf(tw, "(none)\n")
@@ -110,4 +113,18 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// nodePower is the POWER column: what bootd last learned of the node's power.
+func nodePower(book map[string]power.Result, name string) string {
+	r, ok := book[name]
+	switch {
+	case !ok:
+		return "-"
+	case r.Method == power.MethodWoL && strings.HasPrefix(r.Done, "magic packet"):
+		return "woken"
+	case r.Method == power.MethodWoL:
+		return "-"
+	}
+	return powerWord(r)
 }
