@@ -71,7 +71,8 @@ func (r Renderer) cluster(nodes []inventory.Node) (overlay.Cluster, error) {
 		Name: cfg.Slurm.ClusterName, Domain: cfg.Network.Domain, Subnet: cfg.Network.Subnet,
 		Gateway: cfg.Network.Gateway, DNS: cfg.Network.DNS, BootdURL: r.BaseURL, Secrets: s,
 		NTPServers: cfg.Master.NTPServers,
-		Slurm:      overlay.SlurmOptions{ProctrackType: cfg.Slurm.ProctrackType, TaskPlugin: cfg.Slurm.TaskPlugin, MaxNodeCount: cfg.Compute.MaxNodes},
+		Slurm: overlay.SlurmOptions{ProctrackType: cfg.Slurm.ProctrackType, TaskPlugin: cfg.Slurm.TaskPlugin, MaxNodeCount: cfg.Compute.MaxNodes,
+			SuspendTime: cfg.Slurm.SuspendTime, SuspendTimeout: cfg.Slurm.SuspendTimeout, ResumeTimeout: cfg.Slurm.ResumeTimeout},
 	}
 	for _, u := range cfg.Users {
 		c.Users = append(c.Users, overlay.User(u)) // the same fields: a new one in config fails to build here

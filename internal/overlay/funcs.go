@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"text/template"
+	"time"
 )
 
 // funcs are the helpers templates call. The secret ones read only what v's
@@ -28,6 +29,7 @@ func funcs(v view) template.FuncMap {
 		"gres":        gres,
 		"uuid":        func(parts ...string) string { return uuid(parts) },
 		"join":        join,
+		"seconds":     func(d time.Duration) int64 { return int64(d / time.Second) },
 	}
 }
 

@@ -189,6 +189,8 @@ func withDefaults(o SlurmOptions) SlurmOptions {
 	o.ProctrackType = cmp.Or(o.ProctrackType, d.ProctrackType)
 	o.TaskPlugin = cmp.Or(o.TaskPlugin, d.TaskPlugin)
 	o.MaxNodeCount = cmp.Or(o.MaxNodeCount, d.MaxNodeCount)
+	o.SuspendTimeout = cmp.Or(o.SuspendTimeout, d.SuspendTimeout)
+	o.ResumeTimeout = cmp.Or(o.ResumeTimeout, d.ResumeTimeout)
 	return o
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labcluster/gpucluster/internal/testkit/golden"
 	"github.com/labcluster/gpucluster/overlays"
@@ -53,6 +54,8 @@ func reference() Cluster {
 		DNS:        []netip.Addr{netip.MustParseAddr("10.80.0.1")},
 		BootdURL:   "http://10.80.0.1",
 		NTPServers: []string{"2.rocky.pool.ntp.org"},
+		// Power saving on: the golden slurm.conf shows its block.
+		Slurm: SlurmOptions{SuspendTime: 30 * time.Minute},
 		Users: []User{
 			{Name: "alice", UID: 2001, Comment: "Alice Example", Shell: "/bin/bash",
 				SSHKeys: []string{"ssh-ed25519 ALICE-LAPTOP alice@laptop", "ssh-ed25519 ALICE-DESKTOP alice@desktop"}},

@@ -181,3 +181,33 @@ func TestTmpfilesKeepAdminOwnership(t *testing.T) {
 		}
 	}
 }
+
+// TestPowerFilesParse has the real visudo check the master's sudoers rule (sudo refuses to run
+// at all with a broken file in sudoers.d) and sh parse the power-saving scripts.
+func TestPowerFilesParse(t *testing.T) {
+	for _, tool := range []string{"visudo", "sh"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not installed (Debian: sudo; scripts/setup-debian.sh installs it)", tool)
+		}
+	}
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		path string
+		cmd  []string
+	}{
+		{"/etc/sudoers.d/bootd-power", []string{"visudo", "-c", "-q", "-f"}},
+		{"/etc/slurm/bootd-power", []string{"sh", "-n"}},
+		{"/etc/slurm/bootd-suspend", []string{"sh", "-n"}},
+		{"/etc/slurm/bootd-resume", []string{"sh", "-n"}},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			file := filepath.Join(dir, filepath.Base(tt.path))
+			if err := os.WriteFile(file, fileData(t, reference(), "master", tt.path), 0o440); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(tt.cmd[0], append(tt.cmd[1:], file)...).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", strings.Join(tt.cmd, " "), err, out)
+			}
+		})
+	}
+}

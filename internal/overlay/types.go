@@ -3,6 +3,7 @@ package overlay
 import (
 	"io/fs"
 	"net/netip"
+	"time"
 )
 
 // Hardware is what a node reports about itself at first boot: the numbers of
@@ -75,13 +76,17 @@ type SlurmOptions struct {
 	ProctrackType string // default proctrack/cgroup; proctrack/linuxproc without cgroups
 	TaskPlugin    string // default task/cgroup,task/affinity; task/none without cgroups
 	MaxNodeCount  int    // default 99 (bootd's compute.max_nodes): how many dynamic nodes may register
+	// Power saving: SuspendTime 0 leaves it off; the timeouts default to 2 and 10 minutes.
+	SuspendTime, SuspendTimeout, ResumeTimeout time.Duration
 }
 
 // DefaultSlurmOptions are the reference lab's settings.
 var DefaultSlurmOptions = SlurmOptions{
-	ProctrackType: "proctrack/cgroup",
-	TaskPlugin:    "task/cgroup,task/affinity",
-	MaxNodeCount:  99,
+	ProctrackType:  "proctrack/cgroup",
+	TaskPlugin:     "task/cgroup,task/affinity",
+	MaxNodeCount:   99,
+	SuspendTimeout: 2 * time.Minute,
+	ResumeTimeout:  10 * time.Minute,
 }
 
 // Secrets are the cluster's secrets (see internal/secrets). Render reads only
