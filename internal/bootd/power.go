@@ -43,6 +43,9 @@ func (b *powerBook) record(rs []power.Result) []power.Result {
 	}
 	var changed []power.Result
 	for _, r := range rs {
+		if r.Method == power.MethodWoL && r.Failed() {
+			continue // a PC without a BMC that bootd could not switch off: nothing learned
+		}
 		old, ok := b.m[r.Node]
 		if !ok || old.State != r.State || old.Failed() != r.Failed() {
 			changed = append(changed, r)

@@ -39,10 +39,15 @@ type Cluster struct {
 	cfg Config
 	hub *vlab.Lab
 
-	mu     sync.Mutex
-	nodes  []*Node
-	closed bool
+	mu       sync.Mutex
+	nodes    []*Node
+	nextVeth int // veths are never reused: a node removed and added again gets a new one
+	closed   bool
 }
+
+// Hub is the namespace holding the bridge (at Config.Bridge's address): where a test runs
+// what the nodes reach there, such as bootd.
+func (c *Cluster) Hub() *vlab.Lab { return c.hub }
 
 // New creates the hub namespace with its bridge. Close removes it with every node.
 func New(ctx context.Context, cfg Config) (*Cluster, error) {
@@ -70,6 +75,10 @@ func (c *Cluster) Node(name string) *Node {
 
 var nodeName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
 
+// netnsName is the network namespace of node name: named after the node and this process, so
+// that clusters of tests running at once never meet.
+func netnsName(name string) string { return fmt.Sprintf("%s-%d", name, os.Getpid()) }
+
 // Add creates the node's namespaces, lays out its files, and starts the units its role
 // enables (chronyd on "master" and "compute", munge on every node; slurmctld on "master",
 // slurmd on "compute"). A node whose fstab mounts another node's exports must be added after
@@ -83,15 +92,16 @@ func (c *Cluster) Add(ctx context.Context, nf NodeFiles) (*Node, error) {
 	if !nf.Addr.IsValid() || !c.cfg.Bridge.Contains(nf.Addr.Addr()) {
 		return nil, fmt.Errorf("vcluster: node %s: address %v outside %v", nf.Name, nf.Addr, c.cfg.Bridge)
 	}
-	if _, err := os.Lstat("/run/netns/" + nf.Name); err == nil {
-		return nil, fmt.Errorf("vcluster: node %s: %w (remove it with `ip netns delete %s` if it is a leftover)", nf.Name, ErrExists, nf.Name)
+	if _, err := os.Lstat("/run/netns/" + netnsName(nf.Name)); err == nil {
+		return nil, fmt.Errorf("vcluster: node %s: %w (remove it with `ip netns delete %s` if it is a leftover)", nf.Name, ErrExists, netnsName(nf.Name))
 	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, errors.New("vcluster: cluster is closed")
 	}
-	n := &Node{Name: nf.Name, Role: nf.Role, Addr: nf.Addr, cluster: c, veth: fmt.Sprintf("vc%d", len(c.nodes))}
+	n := &Node{Name: nf.Name, Role: nf.Role, Addr: nf.Addr, MAC: nf.MAC, cluster: c, veth: fmt.Sprintf("vc%d", c.nextVeth)}
+	c.nextVeth++
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()
 	if err := n.start(ctx, nf.Files); err != nil {
@@ -99,6 +109,11 @@ func (c *Cluster) Add(ctx context.Context, nf NodeFiles) (*Node, error) {
 	}
 	return n, nil
 }
+
+// Remove stops the node as a power cut would: every process it runs is killed and its network
+// namespace, with its link to the bridge, deleted. Add may start it again, from fresh layers, as
+// a netbooted node boots from its image and files again.
+func (c *Cluster) Remove(n *Node) error { return c.remove(n) }
 
 func (c *Cluster) remove(n *Node) error {
 	c.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 type NodeFiles struct {
 	Name, Role string
 	Addr       netip.Prefix
+	MAC        net.HardwareAddr // of its eth0; nil: the kernel's random one
 	Files      []File
 }
 
@@ -31,7 +33,8 @@ type NodeFiles struct {
 type Node struct {
 	Name, Role string
 	Addr       netip.Prefix
-	Dir        string // overlay layers, init spec and daemon logs
+	MAC        net.HardwareAddr // as asked in NodeFiles; nil: random
+	Dir        string           // overlay layers, init spec and daemon logs
 
 	cluster *Cluster
 	veth    string // hub end of the node's link
@@ -47,6 +50,12 @@ const nodePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 
 func (n *Node) start(ctx context.Context, files []File) error {
 	n.Dir = filepath.Join(n.cluster.cfg.Dir, n.Name)
+	// Every start is a boot from scratch: a netbooted node's root is fresh, so is its upper layer.
+	for _, d := range []string{"upper", "work"} {
+		if err := os.RemoveAll(filepath.Join(n.Dir, d)); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return err
 	}
@@ -74,17 +83,22 @@ func (n *Node) start(ctx context.Context, files []File) error {
 
 // network creates the node's namespace and links it to the hub's bridge as eth0.
 func (n *Node) network(ctx context.Context) error {
-	if err := run(ctx, "ip", "netns", "add", n.Name); err != nil {
+	ns := netnsName(n.Name)
+	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
 		return err
 	}
 	n.netns = true
 	hub := n.cluster.hub
+	peer := []string{"peer", "name", "eth0"}
+	if n.MAC != nil {
+		peer = append(peer, "address", n.MAC.String())
+	}
 	steps := [][]string{
-		{"ip", "-n", hub.Name, "link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.Name},
+		append(append([]string{"ip", "-n", hub.Name, "link", "add", n.veth, "type", "veth"}, peer...), "netns", ns),
 		{"ip", "-n", hub.Name, "link", "set", n.veth, "master", hub.Bridge, "up"},
-		{"ip", "-n", n.Name, "link", "set", "lo", "up"},
-		{"ip", "-n", n.Name, "addr", "add", n.Addr.String(), "dev", "eth0"},
-		{"ip", "-n", n.Name, "link", "set", "eth0", "up"},
+		{"ip", "-n", ns, "link", "set", "lo", "up"},
+		{"ip", "-n", ns, "addr", "add", n.Addr.String(), "dev", "eth0"},
+		{"ip", "-n", ns, "link", "set", "eth0", "up"},
 	}
 	for _, s := range steps {
 		if err := run(ctx, s...); err != nil {
@@ -116,7 +130,7 @@ func (n *Node) startInit(ctx context.Context, spec *initSpec) error {
 	defer logf.Close()
 	// nsenter, not "ip netns exec": that one remounts /sys, which hides the host's cgroup
 	// mounts slurmd's cgroup plugin insists on finding.
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+n.Name, "--", self)
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+netnsName(n.Name), "--", self)
 	cmd.Env = []string{nodePath, initEnv + "=" + specPath}
 	cmd.Stderr = logf
 	// Pdeathsig: a test binary killed without cleanups takes the node's processes with it.
@@ -215,7 +229,7 @@ func (n *Node) close() error {
 		}
 	}
 	if n.netns {
-		if err := run(context.Background(), "ip", "netns", "delete", n.Name); err != nil {
+		if err := run(context.Background(), "ip", "netns", "delete", netnsName(n.Name)); err != nil {
 			errs = append(errs, err)
 		}
 		n.netns = false

@@ -62,6 +62,14 @@ func (b *Bootd) CLI(ctx context.Context, args ...string) (string, error) {
 	return string(out), err
 }
 
+// CLIInput is CLI with stdin as the command's standard input (bootd power password reads it).
+func (b *Bootd) CLIInput(ctx context.Context, stdin string, args ...string) (string, error) {
+	cmd := b.lab.Command(ctx, b.Bin, append(args, "--state-dir", b.StateDir)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // Nodes is `bootd nodes --json`.
 func (b *Bootd) Nodes(ctx context.Context) (ctl.NodesReply, error) {
 	var r ctl.NodesReply

@@ -44,6 +44,13 @@ func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.C
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.Name, name}, args...)...)
 }
 
+// Start runs a command in the background inside the host, as Lab.Start does in the lab's
+// namespace: its output appended to logPath, its process group killed when ctx ends or the lab
+// closes.
+func (h *Host) Start(ctx context.Context, logPath, name string, args ...string) (*Process, error) {
+	return h.lab.start(logPath, h.Command(ctx, name, args...))
+}
+
 // Run runs a command inside the host and returns its combined output.
 func (h *Host) Run(ctx context.Context, name string, args ...string) (string, error) {
 	out, err := h.Command(ctx, name, args...).CombinedOutput()

@@ -168,12 +168,23 @@ func (l *Lab) track(p *Process) error {
 // process group, with stdout and stderr appended to logPath. Cancelling ctx
 // or closing the lab kills the whole process group.
 func (l *Lab) Start(ctx context.Context, logPath string, name string, args ...string) (*Process, error) {
+	return l.start(logPath, l.Command(ctx, name, args...))
+}
+
+// StartHere is Start in the calling process's own namespace, for a lab that is only a set of
+// processes to stop (a zero Lab): Close kills them.
+func (l *Lab) StartHere(ctx context.Context, logPath string, name string, args ...string) (*Process, error) {
+	return l.start(logPath, exec.CommandContext(ctx, name, args...))
+}
+
+// start runs cmd (a command made with ctx) as Start describes.
+func (l *Lab) start(logPath string, cmd *exec.Cmd) (*Process, error) {
+	name := cmd.String()
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("vlab: open log: %w", err)
 	}
 	defer log.Close() // the child holds its own copy
-	cmd := l.Command(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Own group so Close can kill children too; Pdeathsig so a test binary
 	// killed by its -timeout panic (no cleanups run) takes QEMU with it.
