@@ -109,7 +109,8 @@ func (n *Node) network(ctx context.Context) error {
 }
 
 // startInit starts the node's PID 1 (this binary, see init.go) in the node's network namespace
-// and fresh PID, mount, UTS and IPC namespaces, and waits until it has mounted the node's files.
+// and fresh PID, mount, UTS, IPC and time namespaces, and waits until it has mounted the node's
+// files.
 func (n *Node) startInit(ctx context.Context, spec *initSpec) error {
 	specPath := filepath.Join(n.Dir, "init.json")
 	b, err := json.Marshal(spec)
@@ -129,8 +130,15 @@ func (n *Node) startInit(ctx context.Context, spec *initSpec) error {
 	}
 	defer logf.Close()
 	// nsenter, not "ip netns exec": that one remounts /sys, which hides the host's cgroup
-	// mounts slurmd's cgroup plugin insists on finding.
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+netnsName(n.Name), "--", self)
+	// mounts slurmd's cgroup plugin insists on finding. unshare gives the node a time namespace
+	// whose uptime starts now, as a boot's does: slurmd reports its boot time from it, and
+	// slurmctld takes a node it powered up for resumed only once it booted after the request.
+	boot, err := bootOffset()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+netnsName(n.Name), "--",
+		"unshare", "--time", "--boottime", boot, "--", self)
 	cmd.Env = []string{nodePath, initEnv + "=" + specPath}
 	cmd.Stderr = logf
 	// Pdeathsig: a test binary killed without cleanups takes the node's processes with it.
@@ -177,11 +185,29 @@ func (n *Node) startInit(ctx context.Context, spec *initSpec) error {
 	}
 }
 
+// bootOffset is the offset of a new node's boot clock: minus the host's uptime in whole seconds,
+// so the node's starts at under a second.
+func bootOffset() (string, error) {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "", fmt.Errorf("/proc/uptime: %q", b)
+	}
+	up, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return "", fmt.Errorf("/proc/uptime: %w", err)
+	}
+	return strconv.Itoa(-int(up)), nil
+}
+
 // Command returns a command that runs inside the node's namespaces (as root, in /, with a
 // clean environment). The caller may set Stdin, Stdout and Stderr.
 func (n *Node) Command(ctx context.Context, args ...string) *exec.Cmd {
 	ns := []string{"nsenter", "--target", strconv.Itoa(n.init.Process.Pid),
-		"--net", "--mount", "--uts", "--ipc", "--pid", "--"}
+		"--net", "--mount", "--uts", "--ipc", "--pid", "--time", "--"}
 	cmd := exec.CommandContext(ctx, ns[0], append(ns[1:], args...)...)
 	cmd.Env = []string{nodePath, "HOME=/root", "LANG=C", "USER=root", "LOGNAME=root"}
 	cmd.WaitDelay = stepTimeout
