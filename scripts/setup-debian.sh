@@ -15,6 +15,9 @@ packages=(
   uidmap                             # newuidmap/newgidmap: the lab users' subordinate ids at work
   dnsmasq nginx                      # the baselines bootd is measured against (make bench)
   iproute2 tcpdump procps            # namespaces, bridges, taps
+  openipmi ipmitool                  # bootd power: ipmi_sim answers real IPMI as a node's BMC; bootd drives BMCs with ipmitool (bmclib)
+  sudo curl                          # the master's Slurm power-saving programs (rendered sudoers rule, bootd-power)
+  bash zsh                           # the shell completion scripts, run by their tests
 )
 
 missing=()

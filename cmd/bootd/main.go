@@ -34,11 +34,14 @@ Run 'bootd <command> --help' for a command's flags.
 var errUsage = errors.New("usage")
 
 var commands = map[string]func(args []string) error{
-	"serve":    runServe,
-	"nodes":    runNodes,
-	"assign":   runAssign,
-	"unassign": runUnassign,
-	"power":    runPower,
+	"serve":      runServe,
+	"nodes":      runNodes,
+	"assign":     runAssign,
+	"unassign":   runUnassign,
+	"power":      runPower,
+	"completion": runCompletion,
+	// Not in the usage: the completion scripts run it as Tab is pressed.
+	completeCommand: runComplete,
 	// Not in the usage: bootd serve runs it as its TFTP process.
 	tftpd.WorkerCommand: tftpd.RunWorker,
 }

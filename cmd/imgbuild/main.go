@@ -19,6 +19,7 @@ Usage:
   imgbuild build images/compute.toml [--version V] [--out DIR]   build a version from the lock
   imgbuild list  [NAME] [--out DIR]             versions in the images directory, verified as bootd verifies them
   imgbuild diff  NAME A B [--out DIR]           packages added, removed and changed between versions A and B
+  imgbuild completion bash|zsh                  shell completion: commands, flags, image files, images and versions
 
 An image file (images/*.toml) names a role and its layers (layers/*.toml). Repositories keep
 their real locations in the layers; a site file (--site site.toml) points them at a local
@@ -28,6 +29,11 @@ Run 'imgbuild <command> --help' for a command's flags.
 
 var errUsage = errors.New("usage")
 
+var commands = map[string]func(context.Context, []string) error{"lock": runLock, "build": runBuild, "list": runList, "diff": runDiff,
+	"completion": runCompletion,
+	// Not in the usage: the completion scripts run it as Tab is pressed.
+	completeCommand: runComplete}
+
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		fmt.Fprint(os.Stderr, usage)
@@ -36,8 +42,7 @@ func main() {
 		}
 		return
 	}
-	cmds := map[string]func(context.Context, []string) error{"lock": runLock, "build": runBuild, "list": runList, "diff": runDiff}
-	cmd, ok := cmds[os.Args[1]]
+	cmd, ok := commands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "imgbuild: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)

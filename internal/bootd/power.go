@@ -257,12 +257,24 @@ func (d *daemon) onlyComputes(list string) error {
 	return nil
 }
 
-// names lists what shell completion offers: node names, and the MACs of machines waiting.
+// names lists what shell completion offers: node names, the MACs of machines waiting, and the
+// names free to assign next.
 func (d *daemon) names() ctl.Names {
 	nodes, waiting := d.inv.Snapshot()
-	out := ctl.Names{Nodes: []string{}, Waiting: []string{}}
+	out := ctl.Names{Nodes: []string{}, Waiting: []string{}, Free: []string{}}
+	taken := map[string]bool{}
 	for _, n := range nodes {
 		out.Nodes = append(out.Nodes, n.Name)
+		taken[n.Name] = true
+	}
+	if !taken[d.cfg.Master.Name] {
+		out.Free = append(out.Free, d.cfg.Master.Name)
+	}
+	for i := 1; i <= d.cfg.Compute.MaxNodes; i++ {
+		if name := fmt.Sprintf("%s%d", d.cfg.Compute.Prefix, i); !taken[name] {
+			out.Free = append(out.Free, name)
+			break
+		}
 	}
 	for _, m := range waiting {
 		out.Waiting = append(out.Waiting, m.MAC)

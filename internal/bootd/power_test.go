@@ -192,7 +192,7 @@ func TestNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := (controller{d}).Names()
-	if strings.Join(n.Nodes, " ") != "c1 c2 c3 master" || strings.Join(n.Waiting, " ") != "52:54:00:00:09:09" {
+	if strings.Join(n.Nodes, " ") != "c1 c2 c3 master" || strings.Join(n.Waiting, " ") != "52:54:00:00:09:09" || strings.Join(n.Free, " ") != "c4" {
 		t.Fatalf("names %+v", n)
 	}
 }

@@ -109,9 +109,11 @@ type BMCPasswordRequest struct {
 // String redacts the password: a request may end up in an error message.
 func (r BMCPasswordRequest) String() string { return "BMC password for " + r.Node + " (redacted)" }
 
-// Names is the answer to GET /v1/names, what shell completion offers: node names and the MACs
-// of the machines waiting to be named.
+// Names is the answer to GET /v1/names, what shell completion offers: node names, the MACs of
+// the machines waiting to be named, and the names an assign would give next (the master's
+// while it has no machine, and the first free compute name).
 type Names struct {
 	Nodes   []string `json:"nodes"`
 	Waiting []string `json:"waiting"`
+	Free    []string `json:"free"`
 }

@@ -43,6 +43,9 @@ func NewClient(path string) *Client {
 	return &Client{path: path, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, slow: &http.Client{Transport: tr}}
 }
 
+// SetTimeout bounds every request but the slow ones (Power) to d: shell completion must not hang.
+func (c *Client) SetTimeout(d time.Duration) { c.http.Timeout = d }
+
 // Nodes returns the inventory.
 func (c *Client) Nodes() (NodesReply, error) {
 	var r NodesReply
