@@ -243,10 +243,11 @@ func TestWorkerServesRelaysAndRestarts(t *testing.T) {
 // A worker that has served is started again however often it is killed, ever slower past
 // maxRestarts: killing it must not stop bootd's DHCP and HTTP with it.
 func TestWorkerThatServedIsAlwaysRestarted(t *testing.T) {
-	testhook.Set(t, &restartDelay, 10*time.Millisecond)
-	// Shorter than the longer waits: counted within a window, the deaths would fall out of it and
-	// the wait drop back to 10 ms.
-	testhook.Set(t, &restartWindow, 50*time.Millisecond)
+	// The window is shorter than the longer waits (counted within a window, the deaths would
+	// fall out of it and the wait drop back to the first), and long enough that a worker the
+	// test kills at once lived less than it on a loaded machine.
+	testhook.Set(t, &restartDelay, 150*time.Millisecond)
+	testhook.Set(t, &restartWindow, time.Second)
 	addr, hook, stop := startWorker(t, testExe(t), ipxeDir(t))
 	checkServes(t, addr, "undionly.kpxe")
 	for i := range maxRestarts + 4 {
@@ -258,8 +259,8 @@ func TestWorkerThatServedIsAlwaysRestarted(t *testing.T) {
 		waitFor(t, fmt.Sprintf("the worker started again after kill %d", i+1), func() bool { p := workerPids(t); return len(p) == 1 && p[0] != pids[0] })
 	}
 	checkServes(t, addr, "ipxe.efi")
-	for _, wait := range []string{"80ms", "160ms"} { // 10 ms doubled three and four times
-		if hasEntry(hook, logrus.ErrorLevel, "tftp worker died; starting it again in "+wait) == nil {
+	for _, wait := range []time.Duration{8 * restartDelay, 16 * restartDelay} { // doubled three and four times
+		if hasEntry(hook, logrus.ErrorLevel, fmt.Sprintf("tftp worker died; starting it again in %s", wait)) == nil {
 			t.Errorf("no wait of %s logged after %d deaths in a row", wait, maxRestarts+4)
 		}
 	}
