@@ -9,6 +9,7 @@ require (
 	github.com/mdlayher/packet v1.1.2
 	github.com/pin/tftp/v3 v3.2.0
 	github.com/sirupsen/logrus v1.10.2
+	golang.org/x/crypto v0.51.0
 	golang.org/x/net v0.55.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.45.0

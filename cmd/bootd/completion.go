@@ -40,6 +40,8 @@ var bootdCompletion = completion.Program{
 		{Name: "unassign", Flags: stateFlags, Args: []completion.Values{completion.Ask("nodes"), completion.None}},
 		{Name: "power", Flags: append([]completion.Flag{{Name: "json"}, {Name: "default"}}, stateFlags...),
 			Args: []completion.Values{completion.Words("on", "off", "cycle", "status", "password"), completion.Ask("nodes")}},
+		{Name: "check", Flags: append([]completion.Flag{{Name: "json"}, {Name: "verbose"}}, stateFlags...),
+			Args: []completion.Values{completion.Ask("nodes")}},
 		{Name: "completion", Args: []completion.Values{completion.Words(completion.Shells...), completion.None}},
 	},
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/check"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/tftpd"
@@ -45,6 +46,9 @@ func (daemon) Power(context.Context, ctl.PowerRequest) (ctl.PowerReply, error) {
 	return ctl.PowerReply{}, errors.New("not here")
 }
 func (daemon) SetBMCPassword(ctl.BMCPasswordRequest) error { return errors.New("not here") }
+func (daemon) Check(context.Context, []string, func(string)) (check.Report, error) {
+	return check.Report{}, errors.New("not here")
+}
 func (daemon) Names() ctl.Names {
 	return ctl.Names{Nodes: []string{"c1", "c2", "master"}, Waiting: []string{"52:54:00:12:34:56", "52:54:00:ab:cd:ef"}, Free: []string{"c3"}}
 }
@@ -112,8 +116,9 @@ func TestCompletionAsksTheDaemon(t *testing.T) {
 		name, line string
 		bash, zsh  []string
 	}{
-		{"commands", "bootd ", []string{"assign", "completion", "nodes", "power", "serve", "unassign"},
-			[]string{"assign", "completion", "nodes", "power", "serve", "unassign"}},
+		{"commands", "bootd ", []string{"assign", "check", "completion", "nodes", "power", "serve", "unassign"},
+			[]string{"assign", "check", "completion", "nodes", "power", "serve", "unassign"}},
+		{"check: node names", "bootd check" + sd + "c2 ", []string{"c1", "c2", "master"}, []string{"c1", "c2", "master"}},
 		{"power's actions", "bootd power ", []string{"cycle", "off", "on", "password", "status"}, []string{"cycle", "off", "on", "password", "status"}},
 		{"node names from the daemon", "bootd power on" + sd, []string{"c1", "c2", "master"}, []string{"c1", "c2", "master"}},
 		{"more node names", "bootd power on" + sd + "c1 c", []string{"c1", "c2"}, []string{"c1", "c2", "master"}},

@@ -19,12 +19,14 @@ Usage:
   bootd assign    NAME [--mac MAC] [--replace] name a waiting machine (master, c1, c2, ...)
   bootd unassign  NAME                         forget a node; its machine waits again at next boot
   bootd power     on|off|cycle|status NAME...  switch nodes through their BMCs, or wake them (Wake-on-LAN)
+  bootd check     [NAME...] [--json]           prove the nodes work: munge, Slurm, srun, NFS, time, modules, GPUs
   bootd completion bash|zsh                    shell completion, names and MACs from the running bootd
 
 A PC that netboots and is unknown gets a short discovery lease, shows "waiting to be named"
 with its MAC, and appears under "waiting" in 'bootd nodes'. 'bootd assign c4' binds it: it boots
 on without a power cycle as c4, with c4's static address, in the compute role ('master' is the
-master role). nodes, assign, unassign and power talk to the running daemon through its control socket,
+master role). 'bootd check' then proves each node works for users (validated in 'bootd nodes').
+nodes, assign, unassign, power and check talk to the running daemon through its control socket,
 <state-dir>/bootd.sock (default /var/lib/bootd): pass --state-dir or --config when it runs elsewhere.
 
 Run 'bootd <command> --help' for a command's flags.
@@ -39,6 +41,7 @@ var commands = map[string]func(args []string) error{
 	"assign":     runAssign,
 	"unassign":   runUnassign,
 	"power":      runPower,
+	"check":      runCheck,
 	"completion": runCompletion,
 	// Not in the usage: the completion scripts run it as Tab is pressed.
 	completeCommand: runComplete,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/check"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/power"
@@ -183,5 +185,34 @@ func TestPrintPower(t *testing.T) {
 	}
 	if got := nodePower(nil, "x"); got != "-" {
 		t.Errorf("nodePower of a node bootd knows nothing of = %q", got)
+	}
+}
+
+// TestPrintReport: `bootd check` prints a line per node, then each failure with what was seen
+// and its fix (with --verbose, every check).
+func TestPrintReport(t *testing.T) {
+	r := check.Report{Master: "master (10.80.0.100)", Took: 12345 * time.Millisecond, Nodes: []check.NodeReport{
+		{Name: "master", Role: "master", Passed: true, State: inventory.StateValidated, Results: []check.Result{
+			{Check: check.SSH, Status: check.Pass, Detail: "bootd logs in as root"},
+			{Check: check.Slurmctld, Status: check.Pass, Detail: "Slurmctld(primary) at master is UP"},
+		}},
+		{Name: "c1", Role: "compute", Passed: true, State: inventory.StateValidated, Results: []check.Result{
+			{Check: check.Munge, Status: check.Pass, Detail: "a credential made on c1 decodes on the master"},
+			{Check: check.GPUs, Status: check.Skip, Detail: "gres lists no GPUs on c1"},
+		}},
+		{Name: "c2", Role: "compute", State: inventory.StateReady, Results: []check.Result{
+			{Check: check.Munge, Status: check.Fail, Detail: "a credential made on c2 does not decode on the master: Invalid credential (6)", Fix: "the munge keys differ"},
+			{Check: check.Srun, Status: check.Pass, Detail: "srun ran on c2"},
+		}},
+	}}
+	for _, verbose := range []bool{false, true} {
+		t.Run(fmt.Sprint("verbose=", verbose), func(t *testing.T) {
+			var buf bytes.Buffer
+			printReport(&buf, r, verbose)
+			golden.Check(t, fmt.Sprintf("testdata/check-verbose-%v.txt", verbose), buf.Bytes())
+		})
+	}
+	if got, want := failedSummary(r), "c2 (munge)"; got != want {
+		t.Errorf("failedSummary = %q, want %q", got, want)
 	}
 }

@@ -20,7 +20,8 @@ const nodesHelp = `Usage: bootd nodes [--json]
 Shows the assigned nodes (name, role, MAC, address, state, hardware, last seen) and the machines
 waiting to be named (MAC, vendor/model, serial, first and last seen). A node's states, in order:
 assigned (named, not yet booted as such), booting (fetched its boot script), up (reported itself
-from its address), ready (reported its hardware: CPUs, memory, GPUs, as Slurm will see them).
+from its address), ready (reported its hardware: CPUs, memory, GPUs, as Slurm will see them),
+validated (passed 'bootd check' since: munge, Slurm, srun, NFS, time, modules, GPUs work on it).
 POWER is what the node's BMC last said (bootd asks every minute and after 'bootd power'): on,
 off, or ? when it did not answer; "woken" after a Wake-on-LAN packet; - for a node without a BMC.
 `

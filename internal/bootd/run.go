@@ -67,6 +67,8 @@ type daemon struct {
 	// power switches nodes (BMCs, Wake-on-LAN); powered is what bootd last learned of each.
 	power   *power.Switch
 	powered powerBook
+	// checking is held while a `bootd check` runs: one at a time.
+	checking sync.Mutex
 }
 
 // Run serves until ctx is done or a listener fails.

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/check"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/power"
 )
@@ -116,4 +117,17 @@ type Names struct {
 	Nodes   []string `json:"nodes"`
 	Waiting []string `json:"waiting"`
 	Free    []string `json:"free"`
+}
+
+// CheckRequest is the body of POST /v1/check: the nodes to check, every assigned node when none.
+type CheckRequest struct {
+	Names []string `json:"names,omitempty"`
+}
+
+// CheckEvent is one line of POST /v1/check's answer, which is newline-delimited JSON: progress
+// while the check runs, then the report (or an error, for a check that could not run).
+type CheckEvent struct {
+	Progress string        `json:"progress,omitempty"`
+	Report   *check.Report `json:"report,omitempty"`
+	Error    string        `json:"error,omitempty"`
 }

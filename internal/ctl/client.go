@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/check"
 	"github.com/labcluster/gpucluster/internal/inventory"
 )
 
@@ -85,6 +86,45 @@ func (c *Client) Unassign(name string) (inventory.Node, error) {
 	return n, c.do(http.MethodPost, "/v1/unassign", UnassignRequest{Name: name}, &n)
 }
 
+// Check runs a check of the named nodes (all when none) and returns its report, calling progress
+// with each line of progress the daemon sends meanwhile. It waits as long as the check takes:
+// the daemon bounds it.
+func (c *Client) Check(names []string, progress func(string)) (check.Report, error) {
+	b, err := json.Marshal(CheckRequest{Names: names})
+	if err != nil {
+		return check.Report{}, err
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://bootd/v1/check", bytes.NewReader(b))
+	if err != nil {
+		return check.Report{}, err
+	}
+	hc := *c.http
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
+	if err != nil {
+		return check.Report{}, c.dialError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return check.Report{}, errorReply(resp)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev CheckEvent
+		if err := dec.Decode(&ev); err != nil {
+			return check.Report{}, fmt.Errorf("bootd's answer to check ended early: %w", err)
+		}
+		switch {
+		case ev.Error != "":
+			return check.Report{}, errors.New(ev.Error)
+		case ev.Report != nil:
+			return *ev.Report, nil
+		case progress != nil:
+			progress(ev.Progress)
+		}
+	}
+}
+
 func (c *Client) do(method, path string, body, out any) error {
 	return c.doWith(c.http, method, path, body, out)
 }
@@ -108,13 +148,18 @@ func (c *Client) doWith(hc *http.Client, method, path string, body, out any) err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e ErrorReply
-		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
-			return fmt.Errorf("bootd answered %s", resp.Status)
-		}
-		return &Error{Status: resp.StatusCode, Message: e.Error, Waiting: e.Waiting}
+		return errorReply(resp)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// errorReply is the error a refused request's body explains.
+func errorReply(resp *http.Response) error {
+	var e ErrorReply
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		return fmt.Errorf("bootd answered %s", resp.Status)
+	}
+	return &Error{Status: resp.StatusCode, Message: e.Error, Waiting: e.Waiting}
 }
 
 func (c *Client) dialError(err error) error {

@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/check"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/power"
 )
@@ -70,6 +72,22 @@ func (fakeController) SetBMCPassword(r BMCPasswordRequest) error {
 
 func (fakeController) Names() Names {
 	return Names{Nodes: []string{"master", "c1"}, Waiting: []string{"52:54:00:00:00:09"}}
+}
+
+// Check passes c1, fails c2, refuses c9 (unknown) and breaks off after progress for "broken".
+func (fakeController) Check(_ context.Context, names []string, progress func(string)) (check.Report, error) {
+	if slices.Contains(names, "c9") {
+		return check.Report{}, errors.Join(errors.New("node c9"), inventory.ErrNotFound)
+	}
+	progress("checking")
+	progress("c1: node checks done (1 of 2)")
+	if slices.Contains(names, "broken") {
+		return check.Report{}, errors.New("the inventory could not be saved")
+	}
+	return check.Report{Nodes: []check.NodeReport{
+		{Name: "c1", Passed: true, State: inventory.StateValidated, Results: []check.Result{{Check: check.Munge, Status: check.Pass}}},
+		{Name: "c2", State: inventory.StateReady, Results: []check.Result{{Check: check.Munge, Status: check.Fail, Detail: "keys differ", Fix: "restart"}}},
+	}}, nil
 }
 
 func startServer(t *testing.T) string {
@@ -142,6 +160,13 @@ func TestClientServer(t *testing.T) {
 			ok(t, err != nil || len(n.Nodes) == 2 && n.Waiting[0] == "52:54:00:00:00:09", "names %+v", n)
 			return err
 		}, 0, "", 0},
+		{"check streams progress, then the report", func() error {
+			var progress []string
+			r, err := c.Check(nil, func(p string) { progress = append(progress, p) })
+			ok(t, err != nil || len(r.Nodes) == 2 && r.Nodes[1].Results[0].Fix == "restart" && len(progress) == 2, "check reply %+v, progress %q", r, progress)
+			return err
+		}, 0, "", 0},
+		{"check of an unknown node", func() error { _, err := c.Check([]string{"c9"}, nil); return err }, http.StatusNotFound, "node c9", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,3 +252,13 @@ type nodesController struct {
 }
 
 func (c nodesController) Nodes() NodesReply { return c.r }
+
+// A check that fails after its progress began ends its answer with the error.
+func TestCheckBrokenOff(t *testing.T) {
+	c := NewClient(startServer(t))
+	var progress []string
+	_, err := c.Check([]string{"broken"}, func(p string) { progress = append(progress, p) })
+	if err == nil || !strings.Contains(err.Error(), "could not be saved") || len(progress) != 2 {
+		t.Fatalf("err = %v, progress %q", err, progress)
+	}
+}

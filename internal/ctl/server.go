@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/check"
 	"github.com/labcluster/gpucluster/internal/inventory"
 )
 
@@ -35,6 +37,10 @@ type Controller interface {
 	Power(ctx context.Context, r PowerRequest) (PowerReply, error)
 	SetBMCPassword(r BMCPasswordRequest) error
 	Names() Names
+	// Check runs `bootd check` on the named nodes (all when none), telling progress as it goes,
+	// and records who passed. A request that cannot run (an unknown name, no master, a check
+	// already running) fails before any progress.
+	Check(ctx context.Context, names []string, progress func(string)) (check.Report, error)
 }
 
 // Serve answers control requests on the unix socket at path until ctx is done. A stale socket
@@ -136,7 +142,50 @@ func handler(c Controller) http.Handler {
 		}
 		reply(w, http.StatusOK, n)
 	})
+	mux.HandleFunc("POST /v1/check", func(w http.ResponseWriter, r *http.Request) {
+		var req CheckRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		checkStream(w, r, c, req)
+	})
 	return mux
+}
+
+// checkStream answers a check with its progress as it comes and the report at the end, one JSON
+// object a line, each flushed at once. Until the first line is out, a refusal still gets its own
+// status.
+func checkStream(w http.ResponseWriter, r *http.Request, c Controller, req CheckRequest) {
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	started := false
+	send := func(ev CheckEvent) {
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		_ = enc.Encode(ev)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	var mu sync.Mutex // progress may come from the check's goroutines
+	rep, err := c.Check(r.Context(), req.Names, func(p string) {
+		mu.Lock()
+		defer mu.Unlock()
+		send(CheckEvent{Progress: p})
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case err != nil && !started:
+		fail(w, err)
+	case err != nil:
+		send(CheckEvent{Error: err.Error()})
+	default:
+		send(CheckEvent{Report: &rep})
+	}
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {

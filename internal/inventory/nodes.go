@@ -288,3 +288,34 @@ func (s *Store) SetHardware(name string, hw Hardware) (Node, error) {
 	}
 	return *n, nil
 }
+
+// SetChecked records the outcome of a `bootd check` of node name: a ready node that passed
+// becomes validated, a validated node that failed is ready again. A node in any other state
+// keeps it (it has not reported its hardware since it last booted, so it cannot be validated).
+// changed says whether the state moved.
+func (s *Store) SetChecked(name string, passed bool) (node Node, changed bool, err error) {
+	s.lockIdle()
+	defer s.mu.Unlock()
+	i, err := s.nodeIndex(name)
+	if err != nil {
+		return Node{}, false, err
+	}
+	n := s.data.Nodes[i]
+	next := n.State
+	switch {
+	case passed && n.State == StateReady:
+		next = StateValidated
+	case !passed && n.State == StateValidated:
+		next = StateReady
+	}
+	if next == n.State {
+		return n, false, nil
+	}
+	old := s.data
+	s.data.Nodes = slices.Clone(s.data.Nodes)
+	s.data.Nodes[i].State = next
+	if err := s.saveOr(old); err != nil {
+		return Node{}, false, err
+	}
+	return s.data.Nodes[i], true, nil
+}

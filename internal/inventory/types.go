@@ -21,6 +21,9 @@ const (
 	StateBooting  State = "booting"  // fetched its boot script under its name
 	StateUp       State = "up"       // reported itself from its static address
 	StateReady    State = "ready"    // reported its hardware (slurmd -C, GPUs): Slurm can use it
+	// StateValidated: a ready node that passed every `bootd check` since it last reported its
+	// hardware: munge, Slurm, srun, the shared file systems, time and modules work on it.
+	StateValidated State = "validated"
 )
 
 // Hardware is what a booted node reports about itself, as `slurmd -C` and nvidia-smi see it.
