@@ -11,6 +11,8 @@ packages=(
   dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild), repositories for tests, systemctl --root
   slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with
   nfs-kernel-server lmod             # NFS exports/mounts (tested inside a VM: this host's kernel has no NFS) and Lmod
+  openmpi-bin libopenmpi-dev         # the users' MPI jobs: mpicc, and libpmix-dev, whose libpmix.so Slurm's mpi/pmix plugin opens
+  python3-torch                      # the users' PyTorch jobs (1.13, CPU, gloo): torchrun across nodes
   util-linux                         # nsenter, setpriv, unshare for the per-node namespaces
   uidmap                             # newuidmap/newgidmap: the lab users' subordinate ids at work
   dnsmasq nginx                      # the baselines bootd is measured against (make bench)

@@ -2,7 +2,8 @@
 // one machine, each node in network, mount, UTS, IPC and PID namespaces of its own (host name the
 // node's, network namespace named after the node and the test process, e.g. c1-4242, so that
 // tests running at once never meet), from the node's rendered files: a test feeds it exactly the
-// files bootd renders and checks that they bring up a working cluster.
+// files bootd renders and checks that they bring up a working cluster. A test may stop and start
+// a node's units (Node.Stop, Start, Restart) to break and mend it on purpose.
 //
 // A node sees the host's root file system with its /etc and /var behind an overlay whose upper
 // layer holds the node's files (and the image's accounts), and fresh tmpfs on /run and /tmp;

@@ -3,6 +3,7 @@ package vcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -28,10 +29,15 @@ var (
 	mungeUnit = unit{
 		name: "munge", user: "munge", argv: []string{"munged", "-F"},
 		envFile: "/etc/sysconfig/munge", envVar: "OPTIONS",
+		// Up when its socket accepts a connection: after a restart, the old daemon's socket file
+		// is there before the new one listens.
 		ready: func(ctx context.Context, n *Node, d *daemon) error {
 			return poll(ctx, d, 50, 100*time.Millisecond, func() bool {
-				st, err := os.Stat(n.Path("/run/munge/munge.socket.2"))
-				return err == nil && st.Mode()&os.ModeSocket != 0
+				c, err := net.Dial("unix", n.Path("/run/munge/munge.socket.2"))
+				if err == nil {
+					c.Close()
+				}
+				return err == nil
 			})
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -58,16 +59,22 @@ func (b *Bootd) waitHealthy(ctx context.Context) error {
 
 // CLI runs a bootd client command against this daemon and returns its combined output.
 func (b *Bootd) CLI(ctx context.Context, args ...string) (string, error) {
-	out, err := b.lab.Command(ctx, b.Bin, append(args, "--state-dir", b.StateDir)...).CombinedOutput()
+	out, err := b.Command(ctx, args...).CombinedOutput()
 	return string(out), err
 }
 
 // CLIInput is CLI with stdin as the command's standard input (bootd power password reads it).
 func (b *Bootd) CLIInput(ctx context.Context, stdin string, args ...string) (string, error) {
-	cmd := b.lab.Command(ctx, b.Bin, append(args, "--state-dir", b.StateDir)...)
+	cmd := b.Command(ctx, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// Command is a bootd client command against this daemon, for a caller that wants its standard
+// output and error apart.
+func (b *Bootd) Command(ctx context.Context, args ...string) *exec.Cmd {
+	return b.lab.Command(ctx, b.Bin, append(args, "--state-dir", b.StateDir)...)
 }
 
 // Nodes is `bootd nodes --json`.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 )
 
 // Host is a plain machine on the lab's segment: its own network namespace with one interface,
@@ -55,4 +56,24 @@ func (h *Host) Start(ctx context.Context, logPath, name string, args ...string) 
 func (h *Host) Run(ctx context.Context, name string, args ...string) (string, error) {
 	out, err := h.Command(ctx, name, args...).CombinedOutput()
 	return string(out), err
+}
+
+// Close unplugs the host: whatever runs in it is killed and its namespace deleted, which takes
+// its link to the bridge with it. The lab's Close then leaves it alone.
+func (h *Host) Close(ctx context.Context) error {
+	l := h.lab
+	l.mu.Lock()
+	i := slices.Index(l.hosts, h.Name)
+	if i >= 0 {
+		l.hosts = slices.Delete(l.hosts, i, i+1)
+	}
+	l.mu.Unlock()
+	if i < 0 {
+		return nil // closed already, with the lab or by an earlier Close
+	}
+	_ = killNetns(ctx, h.Name)
+	if err := run(ctx, "ip", "netns", "delete", h.Name); err != nil {
+		return fmt.Errorf("vlab: host %s: %w", h.Name, err)
+	}
+	return nil
 }
