@@ -15,6 +15,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/hostlist"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/logfield"
 	"github.com/labcluster/gpucluster/internal/masterssh"
 )
 
@@ -55,7 +56,7 @@ func (c controller) Check(ctx context.Context, names []string, progress func(str
 	for i, n := range rep.Nodes {
 		rep.Nodes[i].State = d.recordCheck(n)
 	}
-	d.log.WithFields(logrus.Fields{"nodes": len(rep.Nodes), "passed": rep.Passed, "took": rep.Took.Round(time.Millisecond)}).Info("bootd check done")
+	d.log.WithFields(logrus.Fields{"nodes": len(rep.Nodes), "passed": rep.Passed, "duration": logfield.Duration(rep.Took)}).Info("bootd check done")
 	return rep, nil
 }
 
