@@ -429,12 +429,16 @@ func mpiJob(ctx context.Context, t *testing.T, master *vcluster.Node) {
 // user's home: three ranks, one per compute, the same all-reduced value and the same weights.
 func ddpJob(ctx context.Context, t *testing.T, master *vcluster.Node) {
 	start := time.Now()
-	out, err := master.Run(ctx, as("sbatch", "--parsable", "--wait", "ddp.sbatch")...)
+	out, err := master.Run(ctx, as("sbatch", "--parsable", "ddp.sbatch")...)
+	if err != nil {
+		t.Fatalf("sbatch: %v\n%s", err, out)
+	}
 	job := strings.TrimSpace(string(out))
-	t.Logf("sbatch --wait ddp.sbatch: job %s, %s", job, time.Since(start).Round(100*time.Millisecond))
-	log, rerr := os.ReadFile(master.Path(filepath.Join(labUser.Home, "ddp-"+job+".out")))
-	if err != nil || rerr != nil {
-		t.Fatalf("sbatch: %v, %v\n%s\n%s", err, rerr, out, log)
+	state := waitJob(ctx, t, master, job)
+	t.Logf("sbatch ddp.sbatch: job %s %s after %s", job, state, time.Since(start).Round(100*time.Millisecond))
+	log, err := os.ReadFile(master.Path(filepath.Join(labUser.Home, "ddp-"+job+".out")))
+	if state != "COMPLETED" || err != nil {
+		t.Fatalf("job %s %s (%v):\n%s", job, state, err, log)
 	}
 	t.Logf("ddp-%s.out:\n%s", job, log)
 	ranks := rankLines(t, `rank (\d) of (\d+) on (c\d): allreduce (\d+) weights (\S+)`, string(log))
@@ -443,6 +447,31 @@ func ddpJob(ctx context.Context, t *testing.T, master *vcluster.Node) {
 			t.Errorf("rank %s on %s: world of %s, sum %s, weights %s; want 3, 6 and the weights of rank %s (%s)", r[0], r[2], r[1], r[3], r[4], ranks[0][0], ranks[0][4])
 		}
 	}
+}
+
+// waitJob polls slurmctld once a second until the job has ended, and returns its state.
+// (sbatch --wait polls ever more slowly: 20 s after this job's end, here.)
+func waitJob(ctx context.Context, t *testing.T, master *vcluster.Node, job string) string {
+	t.Helper()
+	re := regexp.MustCompile(`JobState=(\S+)`)
+	var last string
+	for range 300 {
+		out, err := master.Run(ctx, "scontrol", "-o", "show", "job", job)
+		if m := re.FindStringSubmatch(string(out)); err == nil && m != nil {
+			switch last = m[1]; last {
+			case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED":
+			default:
+				return last
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job %s still %s: %v", job, last, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	t.Fatalf("job %s still %s after 300 polls", job, last)
+	return ""
 }
 
 // rankLines finds one line per rank (0, 1, 2) on distinct computes: the submatches after the

@@ -118,7 +118,9 @@ func setAddr(ctx context.Context, t *testing.T, h *vlab.Host, prefix string) {
 // HTTP status. It returns the body.
 func overlayAs(ctx context.Context, t *testing.T, h *vlab.Host, privileged bool, wantStatus int) []byte {
 	t.Helper()
-	args := []string{"-sS", "--max-time", "20", "-o", "-", "-w", "\n%{http_code}"}
+	// The first overlay of a cluster makes the host keys of every node it lists (ssh-keygen, RSA
+	// among them): over 20 s on a loaded test machine.
+	args := []string{"-sS", "--max-time", "90", "-o", "-", "-w", "\n%{http_code}"}
 	if privileged {
 		args = append(args, "--local-port", "600-1023")
 	}
