@@ -33,6 +33,7 @@ tools over SSH:
   gpus          nvidia-smi lists the GPUs gres gives the node (nodes with GPUs only)
 
 On the master itself: ssh (bootd reaches it), slurmctld (answers), munge (decodes its own).
+A compute that Slurm's power saving switched off is not checked, and says so.
 A ready node that passes every check becomes "validated" in 'bootd nodes'; a validated node
 that fails one is "ready" again. Each failure names the node, the check, what was seen and the
 fix. The exit status is 0 when every node passed, 1 otherwise. Progress goes to stderr.
@@ -85,7 +86,7 @@ func printReport(w io.Writer, r check.Report, verbose bool) {
 	tw.Flush()
 	for _, n := range r.Nodes {
 		for _, res := range n.Results {
-			if res.Status != check.Fail && !verbose {
+			if res.Status != check.Fail && !verbose || n.Skipped {
 				continue
 			}
 			fmt.Fprintf(w, "\n%s %s: %s\n  %s\n", n.Name, res.Check, strings.ToUpper(string(res.Status)), res.Detail)
@@ -94,13 +95,20 @@ func printReport(w io.Writer, r check.Report, verbose bool) {
 			}
 		}
 	}
-	passed := 0
+	passed, skipped := 0, 0
 	for _, n := range r.Nodes {
-		if n.Passed {
+		switch {
+		case n.Passed:
 			passed++
+		case n.Skipped:
+			skipped++
 		}
 	}
-	fmt.Fprintf(w, "\n%d of %d passed, from %s in %s\n", passed, len(r.Nodes), r.Master, r.Took.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "\n%d of %d passed", passed, len(r.Nodes))
+	if skipped > 0 {
+		fmt.Fprintf(w, " (%d not checked)", skipped)
+	}
+	fmt.Fprintf(w, ", from %s in %s\n", r.Master, r.Took.Round(100*time.Millisecond))
 }
 
 // nodeSummary is "ok: ssh munge ..." or "FAILED: munge srun (passed: ssh ...)".
@@ -115,6 +123,9 @@ func nodeSummary(n check.NodeReport) string {
 		default:
 			skipped = append(skipped, res.Check)
 		}
+	}
+	if n.Skipped {
+		return "not checked: " + n.Results[0].Detail
 	}
 	s := "ok: " + strings.Join(passed, " ")
 	if len(failed) > 0 {

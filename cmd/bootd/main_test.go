@@ -204,6 +204,9 @@ func TestPrintReport(t *testing.T) {
 			{Check: check.Munge, Status: check.Fail, Detail: "a credential made on c2 does not decode on the master: Invalid credential (6)", Fix: "the munge keys differ"},
 			{Check: check.Srun, Status: check.Pass, Detail: "srun ran on c2"},
 		}},
+		{Name: "c3", Role: "compute", Skipped: true, State: inventory.StateValidated, Results: []check.Result{
+			{Check: check.Slurmd, Status: check.Skip, Detail: "c3 is switched off by Slurm's power saving (IDLE+POWERED_DOWN); it wakes for the next job that wants it, or `bootd power on c3`"},
+		}},
 	}}
 	for _, verbose := range []bool{false, true} {
 		t.Run(fmt.Sprint("verbose=", verbose), func(t *testing.T) {

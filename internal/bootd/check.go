@@ -85,9 +85,18 @@ func (d *daemon) checkTargets(lists []string) (inventory.Node, []inventory.Node,
 	return master, nodes, nil
 }
 
-// recordCheck moves the node's state by its report, logs the outcome, and returns the state.
+// recordCheck moves the node's state by its report, logs the outcome, and returns the state. A
+// node the check skipped keeps its state.
 func (d *daemon) recordCheck(r check.NodeReport) inventory.State {
 	log := d.log.WithField("node", r.Name)
+	if r.Skipped {
+		n, err := d.inv.NodeByName(r.Name)
+		if err != nil {
+			return ""
+		}
+		log.Info("node not checked: " + r.Results[0].Detail)
+		return n.State
+	}
 	var failed []string
 	for _, f := range r.Failed() {
 		failed = append(failed, f.Check)

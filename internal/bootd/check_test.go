@@ -102,4 +102,12 @@ func TestRecordCheck(t *testing.T) {
 			t.Fatalf("after a check that passed %v: %s, want %s", step.passed, got, step.want)
 		}
 	}
+	// A node the check skipped (switched off by Slurm) keeps its state.
+	if _, _, err := d.inv.SetChecked("c1", true); err != nil {
+		t.Fatal(err)
+	}
+	skipped := check.NodeReport{Name: "c1", Skipped: true, Results: []check.Result{{Check: check.Slurmd, Status: check.Skip, Detail: "switched off"}}}
+	if got := d.recordCheck(skipped); got != inventory.StateValidated {
+		t.Fatalf("after a skipped check: %s, want %s", got, inventory.StateValidated)
+	}
 }

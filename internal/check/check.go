@@ -53,8 +53,8 @@ func Run(ctx context.Context, m Master, opts Options) (Report, error) {
 	r.Nodes = run.all(ctx)
 	r.Passed = true
 	for i, n := range r.Nodes {
-		r.Nodes[i].Passed = len(n.Failed()) == 0
-		r.Passed = r.Passed && r.Nodes[i].Passed
+		r.Nodes[i].Passed = !n.Skipped && len(n.Failed()) == 0
+		r.Passed = r.Passed && (n.Skipped || r.Nodes[i].Passed)
 	}
 	r.Took = time.Since(r.Started)
 	return r, nil
@@ -81,16 +81,21 @@ func (r *run) all(ctx context.Context) []NodeReport {
 		return r.unreachable(err)
 	}
 	master := sections(r.s.marker, out)
+	slurm := parseSlurmNodes(master["nodes"].out)
 	var computes []inventory.Node
+	asleep := map[string]string{}
 	for _, n := range r.opts.Nodes {
-		if n.Name != r.opts.Master.Name {
+		switch {
+		case n.Name == r.opts.Master.Name:
+		case poweredDown(slurm[n.Name].State):
+			asleep[n.Name] = slurm[n.Name].State
+		default:
 			computes = append(computes, n)
 		}
 	}
 	node := r.computes(ctx, computes)
 	// Only nodes whose slurmd answers go into the step across all, so one broken slurmd does
 	// not fail srun on the others.
-	slurm := parseSlurmNodes(master["nodes"].out)
 	creds := map[string]string{}
 	slurmd := map[string]Result{}
 	var srun []string
@@ -116,6 +121,11 @@ func (r *run) all(ctx context.Context) []NodeReport {
 	for _, n := range r.opts.Nodes {
 		if n.Name == r.opts.Master.Name {
 			reports = append(reports, r.masterReport(n, master))
+			continue
+		}
+		if st, ok := asleep[n.Name]; ok {
+			reports = append(reports, NodeReport{Name: n.Name, Role: n.Role, Skipped: true, Results: []Result{{Check: Slurmd, Status: Skip,
+				Detail: n.Name + " is switched off by Slurm's power saving (" + st + "); it wakes for the next job that wants it, or `bootd power on " + n.Name + "`"}}})
 			continue
 		}
 		reports = append(reports, r.computeReport(n, node[n.Name], master, finish, slurmd[n.Name], slices.Contains(srun, n.Name)))

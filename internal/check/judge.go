@@ -114,6 +114,17 @@ func gresGPUs(gres string) int {
 	return total
 }
 
+// poweredDown reports whether slurmctld's node state says Slurm's power saving switched the
+// node off or is switching it off ("IDLE+POWERED_DOWN", sinfo's idle~).
+func poweredDown(state string) bool {
+	for _, st := range strings.Split(state, "+") {
+		if st == "POWERED_DOWN" || st == "POWERING_DOWN" {
+			return true
+		}
+	}
+	return false
+}
+
 // badStates are the Slurm node states (and flags) in which no job starts on a node.
 var badStates = []string{"DOWN", "DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING", "NOT_RESPONDING", "FUTURE", "UNKNOWN", "POWERED_DOWN", "POWERING_DOWN", "INVALID_REG"}
 

@@ -40,10 +40,13 @@ type Result struct {
 
 // NodeReport is every check of one node.
 type NodeReport struct {
-	Name    string          `json:"name"`
-	Role    string          `json:"role"`
-	Passed  bool            `json:"passed"` // no check failed
-	State   inventory.State `json:"state"`  // the node's state after the check (bootd fills it in)
+	Name   string `json:"name"`
+	Role   string `json:"role"`
+	Passed bool   `json:"passed"` // checked, and no check failed
+	// Skipped: not checked, for a reason that is no fault (Slurm's power saving switched it
+	// off); its one result says why. Neither passed nor failed: its state stays.
+	Skipped bool            `json:"skipped,omitempty"`
+	State   inventory.State `json:"state"` // the node's state after the check (bootd fills it in)
 	Results []Result        `json:"results"`
 }
 
@@ -61,7 +64,7 @@ func (r NodeReport) Failed() []Result {
 // Report is a whole run.
 type Report struct {
 	Master  string        `json:"master"` // the master the checks ran from: name (address)
-	Passed  bool          `json:"passed"` // every node passed
+	Passed  bool          `json:"passed"` // every node passed or was skipped
 	Started time.Time     `json:"started"`
 	Took    time.Duration `json:"took_ns"`
 	Nodes   []NodeReport  `json:"nodes"`

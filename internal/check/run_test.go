@@ -29,7 +29,7 @@ echo "MUNGE:cred-${NODE:-master}:"`,
 	"scontrol": `case "$*" in
 ping) echo "Slurmctld(primary) at master is UP";;
 "-o show node") for n in c1 c2 c3; do
-  st=IDLE+DYNAMIC_NORM; case " $BROKEN " in *" $n:down "*) st='DOWN*+DYNAMIC_NORM';; esac
+  st=IDLE+DYNAMIC_NORM; case " $BROKEN " in *" $n:down "*) st='DOWN*+DYNAMIC_NORM';; *" $n:asleep "*) st='IDLE+POWERED_DOWN+DYNAMIC_NORM';; esac
   echo "NodeName=$n Arch=x86_64 CoresPerSocket=2 CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.10 AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=10.80.0.10${n#c} NodeHostName=$n Version=22.05.8 OS=Linux 6.1.0-28-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22) RealMemory=24105 AllocMem=0 FreeMem=20000 Sockets=1 Boards=1 State=$st ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=batch Reason=Not responding [slurm@2026-11-27T13:00:00]"
 done;;
 "show slurmd") case " $BROKEN " in *" $NODE:slurmd "*) echo "slurm_load_slurmd_status: Connection refused"; exit 1;; esac; echo "Active Steps = NONE";;
@@ -80,9 +80,10 @@ func TestRun(t *testing.T) {
 		nodes = append(nodes, inventory.Node{Name: fmt.Sprintf("c%d", i), Role: "compute", Address: netip.AddrFrom4([4]byte{10, 80, 0, byte(100 + i)}), Hardware: hw})
 	}
 	for _, tt := range []struct {
-		name   string
-		broken string            // node:thing
-		failed map[string]string // node -> its failed checks, space-separated
+		name    string
+		broken  string            // node:thing
+		failed  map[string]string // node -> its failed checks, space-separated
+		skipped string            // a node not checked
 	}{
 		{name: "healthy"},
 		{name: "another munge key", broken: "c2:munge", failed: map[string]string{"c2": "munge srun"}},
@@ -94,6 +95,8 @@ func TestRun(t *testing.T) {
 		{name: "lmod without the shared tree", broken: "c3:lmod", failed: map[string]string{"c3": "lmod"}},
 		{name: "no ssh", broken: "c2:ssh", failed: map[string]string{"c2": "ssh munge slurmd srun nfs-home nfs-software chrony lmod gpus"}},
 		{name: "two at once", broken: "c1:munge c3:slurmd", failed: map[string]string{"c1": "munge srun", "c3": "slurmd srun"}},
+		// Switched off (so its ssh fails too): skipped, no failure.
+		{name: "powered down by Slurm", broken: "c2:asleep c2:ssh", skipped: "c2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			roots := t.TempDir()
@@ -125,8 +128,8 @@ func TestRun(t *testing.T) {
 				if want := strings.Fields(tt.failed[n.Name]); !slices.Equal(got, want) {
 					t.Errorf("%s failed %q, want %q:\n%+v", n.Name, got, want, n.Results)
 				}
-				if n.Passed != (len(got) == 0) {
-					t.Errorf("%s: passed %v with failures %q", n.Name, n.Passed, got)
+				if n.Passed != (len(got) == 0 && n.Name != tt.skipped) || n.Skipped != (n.Name == tt.skipped) {
+					t.Errorf("%s: passed %v, skipped %v, with failures %q", n.Name, n.Passed, n.Skipped, got)
 				}
 			}
 			if left, _ := filepath.Glob(filepath.Join(roots, "*", tokenName)); len(left) > 0 {

@@ -25,6 +25,11 @@ func (s *Store) NodeByMAC(mac string) (Node, error) {
 	return s.find(func(n Node) bool { return n.MAC == mac }, "MAC "+mac)
 }
 
+// NodeByName returns the node called name.
+func (s *Store) NodeByName(name string) (Node, error) {
+	return s.find(func(n Node) bool { return n.Name == name }, "node "+name)
+}
+
 // NodeByAddress returns the node whose static address is a.
 func (s *Store) NodeByAddress(a netip.Addr) (Node, error) {
 	return s.find(func(n Node) bool { return n.Address == a }, "address "+a.String())
