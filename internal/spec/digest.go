@@ -49,7 +49,7 @@ type canonFile struct {
 
 // digest hashes l's canonical form; its source files count by their hashes taken at load.
 func (l *Layer) digest() string {
-	c := canonLayer{Format: "spec.layer/1", Name: l.Name, Description: l.Description,
+	c := canonLayer{Format: "spec.layer/2", Name: l.Name, Description: l.Description,
 		Requires: sorted(l.Requires), Packages: sorted(l.Packages), KernelArgs: l.KernelArgs,
 		Repos: l.Repos, Modules: sorted(l.Modules.Enable), Groups: l.Groups, Users: l.Users,
 		Services: canonServices(l.Services), Run: l.Run, Files: canonFiles(l.Files)}

@@ -57,7 +57,7 @@ func loadDigest(t *testing.T, text, source string) string {
 // TestDigestGolden pins the canonical form: a change here invalidates
 // every lock and cache, so it must be deliberate (bump the Format).
 func TestDigestGolden(t *testing.T) {
-	const want = "3c565cad0882c47e86e6f87a1638713586c5335ab513ff46c248e7ab313d5a17"
+	const want = "15550f4d52a06be5ec9c8c076d9a07e7257d5d6230c11c05f44a91c122c807e0"
 	if got := loadDigest(t, digestLayer, "a\n"); got != want {
 		t.Errorf("digest %s, want %s", got, want)
 	}

@@ -28,10 +28,16 @@ type Layer struct {
 	paths map[string]int // key path -> line in Path, for Resolve's errors
 }
 
-// Repo is a dnf repository.
+// Repo is a dnf repository. BaseURL, GPGKey and Archive may name $releasever and $basearch,
+// which Resolve fills in from the image.
 type Repo struct {
 	ID, Name, BaseURL, GPGKey string
 	GPGCheck                  bool
+	// Archive is where a package of this repository stays once the mirror has dropped it: a URL
+	// template with per-package fields (ArchiveFields), e.g. Rocky's vault for the pinned minor
+	// release. The lock records each package's archive URL; build fetches from it when the
+	// baseurl no longer has the file. Empty: the repository keeps old packages itself.
+	Archive string
 }
 
 // Modules are dnf module streams, enabled before the packages install.
@@ -161,14 +167,17 @@ func readLayer(t table) *Layer {
 func readRepos(t table) []Repo {
 	var repos []Repo
 	for _, rt := range t.list("repos") {
-		rt.only("id", "name", "baseurl", "gpgkey", "gpgcheck")
+		rt.only("id", "name", "baseurl", "gpgkey", "gpgcheck", "archive")
 		rt.required("id", "baseurl")
 		r := Repo{ID: rt.str("id"), Name: rt.str("name"), BaseURL: rt.str("baseurl"),
-			GPGKey: rt.str("gpgkey"), GPGCheck: rt.boolean("gpgcheck", true)}
+			GPGKey: rt.str("gpgkey"), GPGCheck: rt.boolean("gpgcheck", true), Archive: rt.str("archive")}
 		check(rt, "id", checkRepoID(r.ID))
-		check(rt, "baseurl", checkURL(r.BaseURL))
+		check(rt, "baseurl", checkRepoURL(r.BaseURL))
 		if r.GPGKey != "" {
-			check(rt, "gpgkey", checkURL(r.GPGKey))
+			check(rt, "gpgkey", checkRepoURL(r.GPGKey))
+		}
+		if r.Archive != "" {
+			check(rt, "archive", checkArchive(r.Archive))
 		}
 		repos = append(repos, r)
 	}

@@ -15,6 +15,8 @@ type Plan struct {
 	Image  *Image
 	Layers []*Layer // in build order, each with the image's role merged in
 	Digest string   // sha256 (hex) over the image, the ordered layer digests and the site overrides
+
+	site *Site // for RepoKeyWhere
 }
 
 // Resolve loads the image's layers from layersDir, orders them, applies
@@ -34,14 +36,17 @@ func Resolve(img *Image, layersDir string, site *Site) (*Plan, error) {
 	if err := checkUserGroups(order); err != nil {
 		return nil, err
 	}
-	p := &Plan{Image: img}
+	p := &Plan{Image: img, site: site}
 	for _, l := range order {
-		p.Layers = append(p.Layers, l.withRole(img.Role, site))
+		p.Layers = append(p.Layers, l.withRole(img, site))
 	}
 	if err := rs.checkSite(p, site); err != nil {
 		return nil, err
 	}
 	if err := checkRepoArch(p, site); err != nil {
+		return nil, err
+	}
+	if err := checkRepoKeys(p, site); err != nil {
 		return nil, err
 	}
 	p.Digest = p.digest(site)
@@ -194,9 +199,10 @@ func cycleError(layers []*Layer, done map[string]bool, listed []string) error {
 		"cycle %s", strings.Join(names, " -> "))
 }
 
-// withRole returns a copy of l with the parts of role merged in and the
-// site's overrides applied to its repos.
-func (l *Layer) withRole(role string, site *Site) *Layer {
+// withRole returns a copy of l with the parts of the image's role merged in, the site's
+// overrides applied to its repos, and their URLs' variables filled in.
+func (l *Layer) withRole(img *Image, site *Site) *Layer {
+	role := img.Role
 	c := *l
 	p := l.Roles[role]
 	c.Packages = slices.Concat(l.Packages, p.Packages)
@@ -211,7 +217,7 @@ func (l *Layer) withRole(role string, site *Site) *Layer {
 	c.Digest = c.digest()
 	c.Repos = make([]Repo, len(l.Repos))
 	for i, r := range l.Repos {
-		c.Repos[i] = site.apply(r)
+		c.Repos[i] = site.apply(r).expand(img)
 	}
 	return &c
 }
@@ -261,6 +267,48 @@ func checkRepoArch(p *Plan, site *Site) error {
 		}
 	}
 	return nil
+}
+
+// checkRepoKeys refuses a repo that checks signatures (gpgcheck defaults to true) without a
+// gpgkey, after the site's overrides: dnf would refuse it only at lock time, naming no file.
+func checkRepoKeys(p *Plan, site *Site) error {
+	for _, l := range p.Layers {
+		for i, r := range l.Repos {
+			if !r.GPGCheck || r.GPGKey != "" {
+				continue
+			}
+			msg := "repo %q checks signatures (gpgcheck is on unless turned off) but names no gpgkey: give the URL of its signing key"
+			if o, ok := site.override(r.ID); ok && o.GPGKey != nil {
+				key := "repos." + r.ID + ".gpgkey"
+				return errorAt(site.path, site.paths, key, key, msg, r.ID)
+			}
+			return errorAt(l.Path, l.paths, item("repos", i), item("repos", i), msg, r.ID)
+		}
+	}
+	return nil
+}
+
+// RepoKeyWhere is where repo id's gpgkey is written, "file:line: key", the site's when the
+// site sets it: what a lock that fails on the repo's signatures names.
+func (p *Plan) RepoKeyWhere(id string) string {
+	for _, l := range p.Layers {
+		for i, r := range l.Repos {
+			if r.ID != id {
+				continue
+			}
+			key := item("repos", i) + ".gpgkey"
+			if _, ok := l.paths[key]; !ok {
+				key = item("repos", i)
+			}
+			where := errorAt(l.Path, l.paths, key, key, "").Error()
+			if o, ok := p.site.override(id); ok && o.GPGKey != nil {
+				k := "repos." + id + ".gpgkey"
+				where = errorAt(p.site.path, p.site.paths, k, k, "").Error()
+			}
+			return strings.TrimSuffix(where, ": ")
+		}
+	}
+	return "repo " + id
 }
 
 func hasRepo(layers []*Layer, id string) bool {

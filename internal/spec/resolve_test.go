@@ -39,7 +39,7 @@ func resolveIn(t *testing.T, files map[string]string, name string) (*Plan, error
 	return Resolve(img, "layers", site)
 }
 
-const repoEPEL = "[[repos]]\nid = \"epel\"\nbaseurl = \"https://example.org/epel/\"\n"
+const repoEPEL = "[[repos]]\nid = \"epel\"\nbaseurl = \"https://example.org/epel/\"\ngpgkey = \"https://example.org/epel.key\"\n"
 
 func TestResolveErrors(t *testing.T) {
 	tests := []struct {
@@ -259,9 +259,9 @@ func TestResolveReposAndSite(t *testing.T) {
 		"layers/a.toml": layer("a", "[[repos]]\nid = \"baseos\"\nbaseurl = \"https://example.org/baseos/\"\n"+
 			"gpgkey = \"https://example.org/key\"\n"+repoEPEL),
 		"layers/b.toml": layer("b", repoEPEL),
-		"layers/c.toml": layer("c", "[[repos]]\nid = \"cuda\"\nbaseurl = \"https://example.org/cuda/\"\n"),
+		"layers/c.toml": layer("c", "[[repos]]\nid = \"cuda\"\nbaseurl = \"https://example.org/cuda/\"\ngpgcheck = false\n"),
 		"site.toml": "[repos.epel]\nbaseurl = \"file:///srv/epel/\"\ngpgcheck = false\n" +
-			"[repos.baseos]\ngpgkey = \"\"\n" +
+			"[repos.baseos]\ngpgkey = \"file:///srv/baseos.key\"\n" +
 			"[repos.cuda]\nbaseurl = \"file:///srv/cuda/\"\n", // in layer c, which this image lacks
 	}
 	p, err := resolveIn(t, files, "compute")
@@ -269,8 +269,8 @@ func TestResolveReposAndSite(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Repo{
-		{ID: "baseos", BaseURL: "https://example.org/baseos/", GPGCheck: true},
-		{ID: "epel", BaseURL: "file:///srv/epel/"},
+		{ID: "baseos", BaseURL: "https://example.org/baseos/", GPGKey: "file:///srv/baseos.key", GPGCheck: true},
+		{ID: "epel", BaseURL: "file:///srv/epel/", GPGKey: "https://example.org/epel.key"},
 	}
 	if got := p.Repos(); !slices.Equal(got, want) {
 		t.Errorf("repos %+v, want %+v", got, want)
@@ -291,7 +291,7 @@ func TestResolveReposAndSite(t *testing.T) {
 // where that baseurl is written, the layer's or the site mirror's; a mirror for the image's own
 // architecture makes the layer usable.
 func TestRepoArch(t *testing.T) {
-	const rocky = "[[repos]]\nid = \"baseos\"\nbaseurl = \"https://dl.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os/\"\n"
+	const rocky = "[[repos]]\nid = \"baseos\"\nbaseurl = \"https://dl.rockylinux.org/pub/rocky/9/BaseOS/x86_64/os/\"\ngpgcheck = false\n"
 	arm := strings.Replace(image("compute", "compute", "a"), "x86_64", "aarch64", 1)
 	tests := []struct {
 		name  string
@@ -313,7 +313,7 @@ func TestRepoArch(t *testing.T) {
 		}, ""},
 		{"a site mirror for another architecture", map[string]string{
 			"images/compute.toml": arm,
-			"layers/a.toml":       layer("a", "[[repos]]\nid = \"baseos\"\nbaseurl = \"https://example.org/baseos/\"\n"),
+			"layers/a.toml":       layer("a", "[[repos]]\nid = \"baseos\"\nbaseurl = \"https://example.org/baseos/\"\ngpgcheck = false\n"),
 			"site.toml":           "[repos.baseos]\nbaseurl = \"file:///srv/mirror/x86_64/\"\n",
 		}, `site.toml:2: repos.baseos.baseurl: repo "baseos" is for x86_64 (its baseurl says so), but image compute is aarch64: give this image a layer, or a site mirror, for its own architecture`},
 		{"no architecture in the baseurl", map[string]string{

@@ -11,8 +11,8 @@ type Site struct {
 
 // RepoOverride replaces the fields that are set (non-nil).
 type RepoOverride struct {
-	BaseURL, GPGKey *string
-	GPGCheck        *bool
+	BaseURL, GPGKey, Archive *string
+	GPGCheck                 *bool
 }
 
 // LoadSite reads and checks the site file at path. Whether each repo id
@@ -36,13 +36,16 @@ func LoadSite(path string) (*Site, error) {
 }
 
 func readOverride(t table) RepoOverride {
-	t.only("baseurl", "gpgkey", "gpgcheck")
-	o := RepoOverride{BaseURL: t.optStr("baseurl"), GPGKey: t.optStr("gpgkey"), GPGCheck: t.optBool("gpgcheck")}
+	t.only("baseurl", "gpgkey", "gpgcheck", "archive")
+	o := RepoOverride{BaseURL: t.optStr("baseurl"), GPGKey: t.optStr("gpgkey"), GPGCheck: t.optBool("gpgcheck"), Archive: t.optStr("archive")}
 	if o.BaseURL != nil {
-		check(t, "baseurl", checkURL(*o.BaseURL))
+		check(t, "baseurl", checkRepoURL(*o.BaseURL))
 	}
 	if o.GPGKey != nil && *o.GPGKey != "" {
-		check(t, "gpgkey", checkURL(*o.GPGKey))
+		check(t, "gpgkey", checkRepoURL(*o.GPGKey))
+	}
+	if o.Archive != nil && *o.Archive != "" {
+		check(t, "archive", checkArchive(*o.Archive))
 	}
 	return o
 }
@@ -70,6 +73,9 @@ func (s *Site) apply(repo Repo) Repo {
 	}
 	if o.GPGCheck != nil {
 		repo.GPGCheck = *o.GPGCheck
+	}
+	if o.Archive != nil {
+		repo.Archive = *o.Archive
 	}
 	return repo
 }
