@@ -17,6 +17,11 @@ normalizes the tree and packs vmlinuz, initramfs.img and rootfs.squashfs into
 DIR/<name>/<version>/ with manifest.json. The version appears whole or not at all.
 Default version: today's date and a counter, e.g. 2026.11.21-1.
 
+A package the mirror no longer has (Rocky moves a minor release to its vault when the next
+ships; EPEL keeps only the newest build) is fetched from where the lock says it lasts (the
+vault, Koji), or from --package-archive: the packages CI published with earlier versions.
+Every package is checked against the lock's sha256 whatever its source.
+
 The cache (--cache) then keeps the layer trees and packages of each image's last build and
 removes the rest: every changed layer adds a tree there, a full copy of its parent's on file
 systems without reflink (ext4). --keep-cache keeps everything.
@@ -28,6 +33,7 @@ func runBuild(ctx context.Context, args []string) error {
 	c.register(fs)
 	version := fs.String("version", "", "version name (default YYYY.MM.DD-N)")
 	keepCache := fs.Bool("keep-cache", false, "keep every layer tree and package in the cache, not only those of each image's last build")
+	archive := fs.String("package-archive", "", "directory or URL of <sha256>.rpm files (what ci/build-images.sh --publish leaves in DIR/rpms), tried before the mirrors")
 	pos, err := parse(fs, args, 1, "one image file: imgbuild build images/compute.toml")
 	if err != nil {
 		return err
@@ -36,7 +42,7 @@ func runBuild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	o.Version, o.KeepCache = *version, *keepCache
+	o.Version, o.KeepCache, o.PackageArchive = *version, *keepCache, *archive
 	r, err := imgbuild.Build(ctx, pos[0], o)
 	if err != nil {
 		return err

@@ -91,7 +91,8 @@ func lockedDigests(lock *resolve.LockFile) []string {
 
 func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, work string, o Options, r *Report) error {
 	t := time.Now()
-	rpms, err := resolve.Fetch(ctx, lock, baseURLs(plan), rpmCacheDir(o.CacheDir),
+	src := resolve.Sources{BaseURLs: baseURLs(plan), PackageArchive: o.PackageArchive}
+	rpms, err := resolve.Fetch(ctx, lock, src, rpmCacheDir(o.CacheDir),
 		func(done, total int64) { o.progress("download", done, total) })
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package imgbuild
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -22,7 +24,7 @@ func Lock(ctx context.Context, imagePath string, o Options) (string, *resolve.Lo
 		return "", nil, err
 	}
 	req := resolve.Request{Image: plan.Image.Name, SpecDigest: lockDigest(plan), ReleaseVer: plan.Image.ReleaseVer,
-		Arch: plan.Image.Arch, SourceDateEpoch: epoch, Layers: lockLayers(plan)}
+		Arch: plan.Image.Arch, SourceDateEpoch: epoch, Layers: lockLayers(plan), Archives: archives(plan)}
 	// Scratch of its own: locks take no cache lock, and two locks of one image at once (two
 	// checkouts sharing a cache) must neither clear nor mix each other's installroots. A build
 	// removes only scratch a day old (leftovers.go).
@@ -35,6 +37,10 @@ func Lock(ctx context.Context, imagePath string, o Options) (string, *resolve.Lo
 	}
 	defer os.RemoveAll(scratch)
 	lock, err := resolve.Lock(ctx, req, filepath.Join(scratch, "work"), o.Log)
+	var ke *resolve.KeyError
+	if errors.As(err, &ke) {
+		return "", nil, fmt.Errorf("%s: %w", plan.RepoKeyWhere(ke.Repo), err)
+	}
 	if err != nil {
 		return "", nil, err
 	}
@@ -46,6 +52,17 @@ func lockLayers(p *spec.Plan) []resolve.Layer {
 	out := make([]resolve.Layer, len(p.Layers))
 	for i, l := range p.Layers {
 		out[i] = resolve.Layer{Name: l.Name, Digest: l.Digest, Repos: rpmRepos(l.Repos), Modules: l.Modules.Enable, Packages: l.Packages}
+	}
+	return out
+}
+
+// archives are the plan's archive templates by repo id.
+func archives(p *spec.Plan) map[string]string {
+	out := map[string]string{}
+	for _, r := range p.Repos() {
+		if r.Archive != "" {
+			out[r.ID] = r.Archive
+		}
 	}
 	return out
 }

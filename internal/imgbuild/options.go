@@ -23,6 +23,9 @@ type Options struct {
 	OutDir    string // the images directory bootd serves
 	CacheDir  string // downloaded RPMs, layer trees, scratch space
 	Version   string // build only; default: YYYY.MM.DD-N
+	// PackageArchive (build only) is a directory or URL of <sha256>.rpm files, tried before the
+	// mirrors: the packages CI published beside earlier versions (resolve.Sources).
+	PackageArchive string
 	// KeepCache (build only) keeps every layer tree and package in the cache; by default a build
 	// leaves only what each image's last build used (prune.go).
 	KeepCache bool

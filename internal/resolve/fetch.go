@@ -37,12 +37,22 @@ func (e *MismatchError) Error() string {
 		e.NEVRA, e.URL, e.Want, e.Got)
 }
 
+// Sources are where Fetch looks for a package that is not in the cache, in this order: the
+// package archive, the repo's baseurl + location, the package's own archive URL (the lock's:
+// Rocky's vault, Koji), each until one gives the locked bytes.
+type Sources struct {
+	// BaseURLs maps repo ids to the baseurl to fetch from now (site overrides applied); a repo
+	// not in it uses the baseurl recorded in the lock.
+	BaseURLs map[string]string
+	// PackageArchive, when set, is a directory or URL holding <sha256>.rpm files: the packages
+	// CI published beside the image versions it built (ci/build-images.sh --publish).
+	PackageArchive string
+}
+
 // Fetch makes every package of the lock available in cacheDir and returns
-// NEVRA -> cached file. baseURLs maps repo ids to the baseurl to fetch from
-// (site overrides applied); a repo not in it uses the baseurl recorded in
-// the lock. file://, http:// and https:// are supported. progress, if not
-// nil, is called (serially) with the number of packages done and the total.
-func Fetch(ctx context.Context, l *LockFile, baseURLs map[string]string, cacheDir string, progress func(done, total int64)) (map[string]string, error) {
+// NEVRA -> cached file, from src (see Sources). file://, http:// and https:// are supported.
+// progress, if not nil, is called (serially) with the number of packages done and the total.
+func Fetch(ctx context.Context, l *LockFile, src Sources, cacheDir string, progress func(done, total int64)) (map[string]string, error) {
 	dir := filepath.Join(cacheDir, "sha256")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
@@ -51,11 +61,11 @@ func Fetch(ctx context.Context, l *LockFile, baseURLs map[string]string, cacheDi
 	for _, r := range l.Repos {
 		bases[r.ID] = r.BaseURL
 	}
-	for id, u := range baseURLs {
+	for id, u := range src.BaseURLs {
 		bases[id] = u
 	}
 	pkgs := l.Packages()
-	f := &fetcher{dir: dir, bases: bases, progress: progress, total: int64(len(pkgs)),
+	f := &fetcher{dir: dir, bases: bases, archive: src.PackageArchive, progress: progress, total: int64(len(pkgs)),
 		out: make(map[string]string, len(pkgs)), client: newHTTPClient()}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(fetchWorkers)
@@ -71,6 +81,7 @@ func Fetch(ctx context.Context, l *LockFile, baseURLs map[string]string, cacheDi
 type fetcher struct {
 	dir      string
 	bases    map[string]string
+	archive  string // Sources.PackageArchive
 	progress func(done, total int64)
 	client   *http.Client
 
@@ -126,14 +137,57 @@ func cachedOK(p, want string) (bool, error) {
 	return false, nil
 }
 
-// download writes the package to a temporary file next to dst, hashing as
-// it goes, and renames it into place only when the sha256 matches.
+// download tries the package's sources in order (Sources) until one gives the locked bytes.
+// The error, when none does, says what each gave.
 func (f *fetcher) download(ctx context.Context, p Package, dst string) error {
 	base, ok := f.bases[p.Repo]
 	if !ok {
 		return fmt.Errorf("package %s: repo %q has no baseurl", p.NEVRA(), p.Repo)
 	}
-	u := strings.TrimSuffix(base, "/") + "/" + p.Location
+	var urls []string
+	if f.archive != "" {
+		urls = append(urls, strings.TrimSuffix(f.archive, "/")+"/"+p.SHA256+".rpm")
+	}
+	urls = append(urls, strings.TrimSuffix(base, "/")+"/"+p.Location)
+	if p.Archive != "" {
+		urls = append(urls, p.Archive)
+	}
+	var errs []error
+	for _, u := range urls {
+		err := f.downloadFrom(ctx, p, u, dst)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return &sourcesError{nevra: p.NEVRA(), errs: errs}
+}
+
+// sourcesError is a package that no source gave: what each said, one a line.
+type sourcesError struct {
+	nevra string
+	errs  []error
+}
+
+func (e *sourcesError) Error() string {
+	lines := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		lines[i] = strings.TrimPrefix(err.Error(), "package "+e.nevra+": ")
+	}
+	return "package " + e.nevra + ": no source has it:\n" + strings.Join(lines, "\n")
+}
+
+func (e *sourcesError) Unwrap() []error { return e.errs }
+
+// downloadFrom writes the package from u to a temporary file next to dst, hashing as it goes,
+// and renames it into place only when the sha256 matches.
+func (f *fetcher) downloadFrom(ctx context.Context, p Package, u, dst string) error {
 	body, err := f.open(ctx, u)
 	if err != nil {
 		return fmt.Errorf("package %s: %w", p.NEVRA(), err)
@@ -172,7 +226,10 @@ func (f *fetcher) open(ctx context.Context, raw string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("url %q: %w", raw, err)
 	}
 	switch u.Scheme {
-	case "file":
+	case "file", "":
+		if u.Scheme == "" && !filepath.IsAbs(raw) {
+			return nil, fmt.Errorf("url %q: want file://, http:// or https://, or an absolute path", raw)
+		}
 		fh, err := os.Open(u.Path)
 		if err != nil {
 			return nil, fmt.Errorf("fetch %s: %w", raw, err)

@@ -93,7 +93,7 @@ func fetchWithin(t *testing.T, limit time.Duration, l *LockFile, cache string) e
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		_, err := Fetch(context.Background(), l, nil, cache, nil)
+		_, err := Fetch(context.Background(), l, Sources{}, cache, nil)
 		done <- err
 	}()
 	select {

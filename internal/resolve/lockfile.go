@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path"
 	"regexp"
@@ -18,7 +19,7 @@ import (
 )
 
 // LockFormat is the version of the lock file layout; Read refuses others.
-const LockFormat = 1
+const LockFormat = 2
 
 // LockFile is images/<name>.lock.json (docs/IMGBUILD.md, "Lock file").
 type LockFile struct {
@@ -66,6 +67,9 @@ type Package struct {
 	Repo     string `json:"repo"`
 	Location string `json:"location"` // relative to the repo's baseurl
 	SHA256   string `json:"sha256"`
+	// Archive is where the package stays once the mirror has dropped it (the repo's archive
+	// template filled in: Rocky's vault, Koji's build); empty where the repo keeps old packages.
+	Archive string `json:"archive,omitempty"`
 }
 
 // NEVRA is the package's rpmcmd.Header.NEVRA, the key of Fetch's result.
@@ -238,7 +242,22 @@ func (p Package) validate(repos map[string]bool) error {
 	if !sha256hex.Valid(p.SHA256) {
 		return fmt.Errorf("sha256 %q: want 64 lowercase hex digits", p.SHA256)
 	}
+	if err := checkArchiveURL(p.Archive); err != nil {
+		return err
+	}
 	return checkLocation(p.Location)
+}
+
+// checkArchiveURL wants an absolute http, https or file URL, or nothing.
+func checkArchiveURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file") || u.Path == "" {
+		return fmt.Errorf("archive %q: want an absolute http, https or file URL", raw)
+	}
+	return nil
 }
 
 // checkLocation keeps a location inside its repository: relative, clean,

@@ -32,7 +32,7 @@ func TestReadIsStrict(t *testing.T) {
 		name, from, to, want string
 	}{
 		{"unknown field", `"image"`, `"colour": 1, "image"`, `unknown field "colour"`},
-		{"format", `"format": 1`, `"format": 2`, "format 2"},
+		{"format", `"format": 2`, `"format": 1`, "format 1"},
 		{"bad sha256", hexA, "abc", "packages[0] (bash): sha256"},
 		{"location escapes", "Packages/b/", "../", `location "../bash`},
 		{"absolute location", "Packages/b/", "/", "location"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
 	"github.com/labcluster/gpucluster/internal/sha256hex"
+	"github.com/labcluster/gpucluster/internal/spec"
 )
 
 // Layer is one layer of an image, as resolve needs it: role selection is
@@ -37,6 +39,9 @@ type Request struct {
 	Arch            string
 	SourceDateEpoch int64
 	Layers          []Layer
+	// Archives are the repos' archive templates by repo id (spec.Repo.Archive, variables filled
+	// in): each locked package of such a repo records the template filled in for it.
+	Archives map[string]string
 }
 
 // Lock resolves req with dnf in workDir (scratch space: an installroot, the
@@ -234,6 +239,10 @@ func (r *resolver) explain(i int, err error) error {
 		return fmt.Errorf("layer %s: %w", r.req.Layers[i].Name, err)
 	}
 	name := r.req.Layers[i].Name
+	if ke := r.keyFailure(ce.Stderr); ke != nil {
+		ke.Layer, ke.Err = name, err
+		return ke
+	}
 	var missing []string
 	for _, m := range noMatchRe.FindAllStringSubmatch(ce.Stderr, -1) {
 		for _, pkg := range strings.Fields(m[1]) {
@@ -253,6 +262,53 @@ func (r *resolver) explain(i int, err error) error {
 	}
 	return fmt.Errorf("layer %s: package %s not found in repos %s",
 		name, strings.Join(missing, ", "), strings.Join(ids, ", "))
+}
+
+// KeyError is a lock that failed on a repository's signing key: dnf could not fetch the key
+// from the repo's gpgkey URL, or a package's signature does not verify with it (the URL names
+// the wrong key, or the package was signed by another). imgbuild adds where the key is named.
+type KeyError struct {
+	Layer   string // the layer being resolved
+	Repo    string // the repo whose gpgkey dnf names
+	URL     string // that gpgkey
+	Package string // the package that failed the check, when dnf says
+	Err     error
+}
+
+func (e *KeyError) Error() string {
+	what := "its key could not be fetched from " + e.URL
+	if e.Package != "" {
+		what = "package " + e.Package + " is not signed by the key at " + e.URL + " (a wrong key URL, or a package signed by another key)"
+	}
+	return fmt.Sprintf("repo %q: %s; refused (layer %s): %v", e.Repo, what, e.Layer, e.Err)
+}
+
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// failingPackageRe is dnf 4's report of a package whose signature does not verify.
+var failingPackageRe = regexp.MustCompile(`Failing package is: (\S+)`)
+
+// keyFailure recognises dnf's signature failures: the output names a repo's gpgkey URL, in a
+// failed key download ("Curl error ... for <url>") or next to "GPG check FAILED". The first
+// repo in layer order with that URL is blamed: repos sharing a key share the fix.
+func (r *resolver) keyFailure(stderr string) *KeyError {
+	gpgFailed := strings.Contains(stderr, "GPG check FAILED")
+	for _, rp := range r.env.Repos {
+		if rp.GPGKey == "" || !strings.Contains(stderr, rp.GPGKey) {
+			continue
+		}
+		if !gpgFailed && !strings.Contains(stderr, "Curl error") {
+			continue
+		}
+		ke := &KeyError{Repo: rp.ID, URL: rp.GPGKey}
+		if gpgFailed {
+			if m := failingPackageRe.FindStringSubmatch(stderr); m != nil {
+				ke.Package = m[1]
+			}
+		}
+		return ke
+	}
+	return nil
 }
 
 // layerOf is the first layer up to i that lists pkg.
@@ -329,7 +385,7 @@ func (r *resolver) locate(ctx context.Context, nevras []string) error {
 	if len(nevras) == 0 {
 		return nil
 	}
-	qf := "%{name}\t%{epoch}\t%{version}\t%{release}\t%{arch}\t%{repoid}\t%{location}"
+	qf := "%{name}\t%{epoch}\t%{version}\t%{release}\t%{arch}\t%{repoid}\t%{location}\t%{sourcerpm}"
 	args := []string{"repoquery", "--quiet", "--qf", qf}
 	for _, rp := range r.env.Repos {
 		args = append(args, "--setopt="+rp.ID+".module_hotfixes=true")
@@ -339,11 +395,11 @@ func (r *resolver) locate(ctx context.Context, nevras []string) error {
 	if err != nil {
 		return fmt.Errorf("locate packages: %w", err)
 	}
-	found := map[string][2]string{}
+	found := map[string][3]string{}
 	rank := r.repoRank()
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) != 7 {
+		if len(f) != 8 {
 			continue
 		}
 		h, err := headerOf(f[:5])
@@ -354,7 +410,7 @@ func (r *resolver) locate(ctx context.Context, nevras []string) error {
 		if prev, ok := found[n]; ok && rank[prev[0]] <= rank[f[5]] {
 			continue
 		}
-		found[n] = [2]string{f[5], f[6]}
+		found[n] = [3]string{f[5], f[6], f[7]}
 	}
 	for _, n := range nevras {
 		loc, ok := found[n]
@@ -363,9 +419,44 @@ func (r *resolver) locate(ctx context.Context, nevras []string) error {
 		}
 		p := r.known[n]
 		p.Repo, p.Location = loc[0], loc[1]
+		archive, err := archiveURL(r.req.Archives[p.Repo], p, loc[2])
+		if err != nil {
+			return fmt.Errorf("locate %s: %w", n, err)
+		}
+		p.Archive = archive
 		r.known[n] = p
 	}
 	return nil
+}
+
+// archiveURL fills the repo's archive template (none: "") for package p, built from the source
+// package sourceRPM (name-version-release.src.rpm, as rpm's SOURCERPM tag has it).
+func archiveURL(template string, p Package, sourceRPM string) (string, error) {
+	if template == "" {
+		return "", nil
+	}
+	values := map[string]string{"location": p.Location, "file": path.Base(p.Location), "arch": p.Arch}
+	if name, version, release, ok := splitSourceRPM(sourceRPM); ok {
+		values["source_name"], values["source_version"], values["source_release"] = name, version, release
+	}
+	return spec.FillArchive(template, values)
+}
+
+// splitSourceRPM splits "slurm-22.05.9-1.el9.src.rpm" into slurm, 22.05.9, 1.el9.
+func splitSourceRPM(s string) (name, version, release string, ok bool) {
+	nvr, ok := strings.CutSuffix(s, ".src.rpm")
+	if !ok {
+		nvr, ok = strings.CutSuffix(s, ".nosrc.rpm")
+	}
+	r := strings.LastIndexByte(nvr, '-')
+	if !ok || r <= 0 {
+		return "", "", "", false
+	}
+	v := strings.LastIndexByte(nvr[:r], '-')
+	if v <= 0 {
+		return "", "", "", false
+	}
+	return nvr[:v], nvr[v+1 : r], nvr[r+1:], true
 }
 
 func (r *resolver) repoRank() map[string]int {

@@ -181,7 +181,7 @@ func TestFetch(t *testing.T) {
 	cache := t.TempDir()
 	ctx := testrepo.Context(t)
 	var calls, lastDone, lastTotal int64
-	got, err := resolve.Fetch(ctx, l, nil, cache, func(done, total int64) { calls, lastDone, lastTotal = calls+1, done, total })
+	got, err := resolve.Fetch(ctx, l, resolve.Sources{}, cache, func(done, total int64) { calls, lastDone, lastTotal = calls+1, done, total })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestFetch(t *testing.T) {
 	if err := os.WriteFile(victim, []byte("not an rpm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := resolve.Fetch(ctx, l, nil, cache, nil); err != nil {
+	if _, err := resolve.Fetch(ctx, l, resolve.Sources{}, cache, nil); err != nil {
 		t.Fatal(err)
 	}
 	if fileHash(t, victim) != l.Layers[1].Packages[0].SHA256 {
@@ -229,7 +229,7 @@ func TestFetchRefusesChangedPackage(t *testing.T) {
 	f.Write([]byte("x"))
 	f.Close()
 	cache := t.TempDir()
-	_, err = resolve.Fetch(testrepo.Context(t), l, nil, cache, nil)
+	_, err = resolve.Fetch(testrepo.Context(t), l, resolve.Sources{}, cache, nil)
 	var mm *resolve.MismatchError
 	if !errors.As(err, &mm) {
 		t.Fatalf("err %v, want a sha256 mismatch", err)
@@ -260,7 +260,7 @@ func TestFetchHTTPSiteOverride(t *testing.T) {
 	os.RemoveAll(filepath.Join(repo, "Packages")) // the lock's file:// url must not be used
 	srv := httptest.NewServer(http.FileServer(http.Dir(mirror)))
 	defer srv.Close()
-	got, err := resolve.Fetch(testrepo.Context(t), l, map[string]string{"baseos": srv.URL + "/"}, t.TempDir(), nil)
+	got, err := resolve.Fetch(testrepo.Context(t), l, resolve.Sources{BaseURLs: map[string]string{"baseos": srv.URL + "/"}}, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
