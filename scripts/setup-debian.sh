@@ -8,7 +8,8 @@ packages=(
   qemu-system-x86 ovmf ipxe          # PCs that netboot: SeaBIOS + iPXE ROMs, OVMF; iPXE binaries to serve
   linux-image-amd64 busybox-static   # kernel and userland of the test image
   cpio squashfs-tools                # image tooling
-  dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild), repositories for tests, systemctl --root
+  dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild, rpmsign), repositories for tests, systemctl --root
+  gnupg                              # test signing keys for the stand-in repositories (e2e TestRealRepos)
   slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with
   nfs-kernel-server lmod             # NFS exports/mounts (tested inside a VM: this host's kernel has no NFS) and Lmod
   openmpi-bin libopenmpi-dev         # the users' MPI jobs: mpicc, and libpmix-dev, whose libpmix.so Slurm's mpi/pmix plugin opens

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/term"
@@ -39,7 +40,16 @@ func (c *common) options() (imgbuild.Options, error) {
 	default:
 		return imgbuild.Options{}, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
 	}
-	o := imgbuild.Options{LayersDir: c.layers, SitePath: c.site, OutDir: c.out, CacheDir: c.cache, Log: log}
+	// Absolute: the build chroots and hands these to tools that run elsewhere ("--cache ./c").
+	cache, err := filepath.Abs(c.cache)
+	if err != nil {
+		return imgbuild.Options{}, err
+	}
+	out, err := filepath.Abs(c.out)
+	if err != nil {
+		return imgbuild.Options{}, err
+	}
+	o := imgbuild.Options{LayersDir: c.layers, SitePath: c.site, OutDir: out, CacheDir: cache, Log: log}
 	if c.quiet {
 		log.SetLevel(logrus.WarnLevel)
 	} else if c.logFormat == "text" && term.IsTerminal(int(os.Stderr.Fd())) {

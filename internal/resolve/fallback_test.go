@@ -129,6 +129,7 @@ func TestKeyFailure(t *testing.T) {
 	tests := []struct{ name, stderr, want string }{
 		{"key not fetched", "Curl error (22): The requested URL returned error: 404 for https://dl.example/KEY-B [...]\n", "b  https://dl.example/KEY-B"},
 		{"wrong key", " From       : /x\nPublic key for a-1-1.noarch.rpm is not installed. Failing package is: a-1-1.noarch\n GPG Keys are configured as: https://dl.example/KEY-A\nError: GPG check FAILED\n", "a a-1-1.noarch https://dl.example/KEY-A"},
+		{"key gone", "Status code: 404 for https://dl.example/KEY-A (IP: 10.83.0.1)\n", "a  https://dl.example/KEY-A"},
 		{"another failure", "Error: Unable to find a match: x\n", ""},
 		{"a key URL in passing", "Curl error (6): Could not resolve host: mirror.example for https://mirror.example/repodata/repomd.xml\n", ""},
 	}

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -288,23 +289,26 @@ func (e *KeyError) Unwrap() error { return e.Err }
 // failingPackageRe is dnf 4's report of a package whose signature does not verify.
 var failingPackageRe = regexp.MustCompile(`Failing package is: (\S+)`)
 
-// keyFailure recognises dnf's signature failures: the output names a repo's gpgkey URL, in a
-// failed key download ("Curl error ... for <url>") or next to "GPG check FAILED". The first
-// repo in layer order with that URL is blamed: repos sharing a key share the fix.
+// keyFailure recognises dnf's signature failures: the output names a repo's gpgkey URL in a
+// failed download of it ("Curl error ... for <url>", "Status code: 404 for <url>") or next to
+// "GPG check FAILED". The first repo in layer order with that URL is blamed: repos sharing a key
+// share the fix.
 func (r *resolver) keyFailure(stderr string) *KeyError {
 	gpgFailed := strings.Contains(stderr, "GPG check FAILED")
+	lines := strings.Split(stderr, "\n")
 	for _, rp := range r.env.Repos {
 		if rp.GPGKey == "" || !strings.Contains(stderr, rp.GPGKey) {
 			continue
 		}
-		if !gpgFailed && !strings.Contains(stderr, "Curl error") {
+		fetchFailed := slices.ContainsFunc(lines, func(l string) bool {
+			return strings.Contains(l, rp.GPGKey) && (strings.Contains(l, "Curl error") || strings.Contains(l, "Status code:"))
+		})
+		if !gpgFailed && !fetchFailed {
 			continue
 		}
 		ke := &KeyError{Repo: rp.ID, URL: rp.GPGKey}
-		if gpgFailed {
-			if m := failingPackageRe.FindStringSubmatch(stderr); m != nil {
-				ke.Package = m[1]
-			}
+		if m := failingPackageRe.FindStringSubmatch(stderr); m != nil && !fetchFailed {
+			ke.Package = m[1]
 		}
 		return ke
 	}
