@@ -6,7 +6,7 @@ E2E_TIME ?= 25m
 # FUZZTIME (e.g. 60s or 100000x) overrides every fuzz target's own budget below.
 FUZZTIME ?=
 
-.PHONY: help build test check lint fuzz e2e bench demo deps clean
+.PHONY: help build test check lint fuzz e2e bench demo deps clean ci-pipeline
 
 help:
 	@echo "make demo    set up this Debian machine and watch PCs netboot through bootd in a virtual lab (root)"
@@ -14,7 +14,8 @@ help:
 	@echo "make build   build bin/bootd and bin/imgbuild"
 	@echo "make bench   boot storm, image builds, squashfs packing and overlay rendering, each against a baseline in the same run (root)"
 	@echo "make test    unit and loopback tests (fast)"
-	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 13 min)"
+	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 16 min)"
+	@echo "make ci-pipeline  run ci/pipeline.yml's steps in a fresh Debian 12 root made with debootstrap (root, network to Debian's archive and the Go proxy, several minutes; not in check)"
 	@echo "make fuzz    run each fuzz target for its execution budget, about 10 s each (FUZZTIME=60s overrides)"
 
 build:
@@ -56,6 +57,11 @@ e2e: deps build
 	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIME) -v ./e2e/
 
 check: deps lint test fuzz e2e
+
+# The image pipeline's steps on a clean Debian 12 (e2e/pipeline_test.go): not in check, since it
+# downloads a Debian root and Go (several minutes).
+ci-pipeline: deps
+	$(GO) test -tags e2e,pipeline -count=1 -timeout 45m -v -run TestPipelineDebian12 ./e2e/
 
 bench: deps build
 	$(GO) test -run '^$$' -bench PackVsMksquashfs -benchtime 1x ./internal/pack

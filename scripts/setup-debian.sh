@@ -17,6 +17,7 @@ packages=(
   util-linux                         # nsenter, setpriv, unshare for the per-node namespaces
   uidmap                             # newuidmap/newgidmap: the lab users' subordinate ids at work
   dnsmasq nginx                      # the baselines bootd is measured against (make bench)
+  debootstrap                        # make ci-pipeline: a fresh Debian 12 root for the image pipeline
   iproute2 tcpdump procps            # namespaces, bridges, taps
   openipmi ipmitool                  # bootd power: ipmi_sim answers real IPMI as a node's BMC; bootd drives BMCs with ipmitool (bmclib)
   sudo curl                          # the master's Slurm power-saving programs (rendered sudoers rule, bootd-power)
