@@ -35,6 +35,10 @@ func TestPipelineDebian12(t *testing.T) {
 	sh(ctx, t, "debootstrap", "--variant=minbase", "bookworm", root, debianMirror)
 	t.Logf("debootstrap bookworm: %s", time.Since(start).Round(time.Second))
 	mountChroot(ctx, t, root)
+	// This machine reaches the Go proxy through an egress proxy whose CA the host trusts (in
+	// /usr/local/share/ca-certificates, as a runner's admin would put a site CA); the root gets
+	// the same trust, which ca-certificates (the tools step) takes in. A hosted runner needs none.
+	sh(ctx, t, "sh", "-c", `mkdir -p "$0/usr/local/share/ca-certificates" && for f in /usr/local/share/ca-certificates/*.crt; do [ -e "$f" ] && cp "$f" "$0/usr/local/share/ca-certificates/"; done; true`, root)
 	sh(ctx, t, "cp", "/etc/resolv.conf", filepath.Join(root, "etc/resolv.conf"))
 	sh(ctx, t, "sh", "-c", `cd .. && git ls-files -z | xargs -0 cp -a --parents -t "$0"`, mkdir(t, filepath.Join(root, "src")))
 

@@ -19,7 +19,7 @@ var upstreamRepos = map[string][]string{
 		"openssh-clients", "sudo", "rpm", "dnf", "passwd", "shadow-utils", "iproute", "util-linux", "procps-ng",
 		"kmod", "curl", "less", "vim-minimal", "tar", "rsync", "chrony", "nfs-utils", "xfsprogs", "make",
 		"firewalld", "selinux-policy", "selinux-policy-targeted", "policycoreutils", "bzip2", "unzip", "gzip",
-		"which", "findutils", "hostname", "e2fsprogs", "nftables", "iptables-nft", "libselinux-utils"},
+		"which", "findutils", "hostname", "e2fsprogs", "nftables", "iptables-nft", "libselinux-utils", "file", "xz"},
 	"appstream": {"dracut-live", "munge", "mariadb-server", "kernel-devel", "kernel-headers", "openmpi",
 		"openmpi-devel", "mpich", "mpich-devel", "pmix", "gcc", "gcc-c++", "gcc-gfortran", "openssl-devel",
 		"patch", "git", "perl", "python3", "python3-pip", "tcl", "cmake", "rdma-core-devel", "postfix"},
