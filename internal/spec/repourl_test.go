@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestRepoURLs: $releasever and $basearch are filled in from the image in baseurl, gpgkey,
+// TestRepoVariables: $releasever and $basearch are filled in from the image in baseurl, gpgkey,
 // archive and name; a repo checking signatures without a key is refused where it is written;
 // archive templates name known fields only.
-func TestRepoURLs(t *testing.T) {
+func TestRepoVariables(t *testing.T) {
 	minor := strings.Replace(image("compute", "compute", "a"), `releasever = "9"`, `releasever = "9.8"`, 1)
 	const rocky = "[[repos]]\nid = \"baseos\"\nname = \"Rocky $releasever\"\n" +
 		"baseurl = \"https://dl.rockylinux.org/pub/rocky/$releasever/BaseOS/$basearch/os/\"\n" +
