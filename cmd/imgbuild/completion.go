@@ -34,7 +34,7 @@ var imgbuildCompletion = completion.Program{
 	Forward: []string{"out"},
 	Commands: []completion.Command{
 		{Name: "lock", Flags: commonFlags, Args: []completion.Values{completion.Glob("*.toml"), completion.None}},
-		{Name: "build", Flags: append([]completion.Flag{{Name: "version", Values: completion.Any}, {Name: "keep-cache"}}, commonFlags...),
+		{Name: "build", Flags: append([]completion.Flag{{Name: "version", Values: completion.Any}, {Name: "keep-cache"}, {Name: "package-archive", Values: completion.Dirs}}, commonFlags...),
 			Args: []completion.Values{completion.Glob("*.toml"), completion.None}},
 		{Name: "list", Flags: commonFlags, Args: []completion.Values{completion.Ask("images"), completion.None}},
 		{Name: "diff", Flags: commonFlags, Args: []completion.Values{completion.Ask("images"), completion.Ask("versions"),

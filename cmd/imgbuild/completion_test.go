@@ -68,7 +68,7 @@ func TestCompletion(t *testing.T) {
 		{"the second version", "imgbuild diff compute 2026.11.21-1" + o + "2026.11.2", []string{"2026.11.21-1", "2026.11.22-1"},
 			[]string{"2026.11.21-1", "2026.11.22-1"}},
 		{"list", "imgbuild list" + o + "m", []string{"master"}, []string{"compute", "master"}},
-		{"flags", "imgbuild build --k", []string{"--keep-cache"}, []string{"--cache", "--keep-cache", "--layers", "--log-format", "--out", "--q", "--site", "--version"}},
+		{"flags", "imgbuild build --k", []string{"--keep-cache"}, []string{"--cache", "--keep-cache", "--layers", "--log-format", "--out", "--package-archive", "--q", "--site", "--version"}},
 	}
 	drivers := map[string][]string{
 		"bash": {"bash", "-c", `source <(imgbuild completion bash)
