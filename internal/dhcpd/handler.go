@@ -51,7 +51,25 @@ type Options struct {
 	DNS      []netip.Addr // empty: no option 6
 	Domain   string       // empty: no option 15
 	HTTPBase string       // e.g. "http://10.80.0.1" or "http://10.80.0.1:8080" (no trailing slash)
+	Meter    Meter        // counts the exchanges; nil: none
 }
+
+// Meter counts what the listener does (internal/metrics implements it). Serve calls it from
+// one goroutine per packet.
+type Meter interface {
+	// DHCPExchange counts one request answered by Serve: its message type and the reply's (both
+	// lower case, "none" for no reply), and the time from the parsed packet to the reply sent.
+	DHCPExchange(request, reply string, took time.Duration)
+	// DHCPError counts a failure by kind: "lease" (the Leaser failed: pool exhausted, storage),
+	// "send" (a reply not sent), "panic" (a request that made the handler panic).
+	DHCPError(kind string)
+}
+
+// noMeter counts nothing.
+type noMeter struct{}
+
+func (noMeter) DHCPExchange(string, string, time.Duration) {}
+func (noMeter) DHCPError(string)                           {}
 
 // Handler answers DHCPv4 requests for one segment.
 type Handler struct {
@@ -77,6 +95,9 @@ func NewHandler(opts Options, leaser Leaser, log logrus.FieldLogger) *Handler {
 		log = l
 	}
 	opts.HTTPBase = strings.TrimRight(opts.HTTPBase, "/")
+	if opts.Meter == nil {
+		opts.Meter = noMeter{}
+	}
 	return &Handler{
 		opts:     opts,
 		serverIP: ipv4(opts.ServerIP),
@@ -175,6 +196,7 @@ func (h *Handler) lookup(req *dhcpv4.DHCPv4, c client, bind bool, log logrus.Fie
 			"dhcp nak: the client holds no lease (it will DISCOVER again)")
 		return Lease{}, noLease
 	case err != nil:
+		h.opts.Meter.DHCPError("lease")
 		h.remote.Log(log.WithError(err), logrus.WarnLevel, "no lease for client")
 		return Lease{}, noAnswer
 	case !ok:

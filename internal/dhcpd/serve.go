@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
+	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
@@ -63,11 +65,14 @@ func (h *Handler) handle(conn net.PacketConn, peer net.Addr, req *dhcpv4.DHCPv4)
 		// Reply is fuzzed not to panic; should a Leaser panic, one packet must not take down
 		// bootd's HTTP and TFTP listeners with it.
 		if r := recover(); r != nil {
+			h.opts.Meter.DHCPError("panic")
 			h.log.WithField("panic", r).Error("dhcp handler panicked")
 		}
 	}()
+	start := time.Now()
 	resp := h.Reply(req)
 	if resp == nil {
+		h.opts.Meter.DHCPExchange(messageType(req), "none", time.Since(start))
 		return
 	}
 	// RFC 2131 4.1: with no relay, a NAK is broadcast, since the client may no longer own the
@@ -75,7 +80,10 @@ func (h *Handler) handle(conn net.PacketConn, peer net.Addr, req *dhcpv4.DHCPv4)
 	if resp.MessageType() == dhcpv4.MessageTypeNak && resp.GatewayIPAddr.IsUnspecified() {
 		peer = &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ClientPort}
 	}
-	if _, err := conn.WriteTo(resp.ToBytes(), peer); err != nil {
+	_, err := conn.WriteTo(resp.ToBytes(), peer)
+	h.opts.Meter.DHCPExchange(messageType(req), messageType(resp), time.Since(start))
+	if err != nil {
+		h.opts.Meter.DHCPError("send")
 		h.log.WithError(err).WithFields(logrus.Fields{
 			"mac": req.ClientHWAddr.String(), "peer": peer.String(),
 		}).Warn("dhcp reply not sent")
@@ -92,4 +100,14 @@ func (l serverLogger) PrintMessage(prefix string, m *dhcpv4.DHCPv4) {
 
 func (l serverLogger) Printf(format string, v ...any) {
 	l.log.Debugf("dhcp server: "+format, v...)
+}
+
+// messageType names m's DHCP message type for a metric label: lower case, one of a fixed few.
+func messageType(m *dhcpv4.DHCPv4) string {
+	switch t := m.MessageType(); t {
+	case dhcpv4.MessageTypeDiscover, dhcpv4.MessageTypeOffer, dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeDecline,
+		dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak, dhcpv4.MessageTypeRelease, dhcpv4.MessageTypeInform:
+		return strings.ToLower(t.String())
+	}
+	return "other"
 }

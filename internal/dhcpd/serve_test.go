@@ -3,9 +3,11 @@ package dhcpd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,8 +70,13 @@ func TestServeDORA(t *testing.T) {
 // startServer runs Serve on lo and returns its port; the server stops when the test ends.
 func startServer(t *testing.T, leaser Leaser) int {
 	t.Helper()
+	return startServerWith(t, leaser, testOptions())
+}
+
+func startServerWith(t *testing.T, leaser Leaser, opts Options) int {
+	t.Helper()
 	port := freePort(t)
-	h := NewHandler(testOptions(), leaser, quietLog())
+	h := NewHandler(opts, leaser, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Serve(ctx, "lo", port) }()
@@ -220,5 +227,69 @@ func TestServeWaitsForPacketsInFlight(t *testing.T) {
 	}
 	if err := <-offered; err != nil {
 		t.Fatalf("the DISCOVER in flight at the stop got no OFFER: %v", err)
+	}
+}
+
+// countingMeter records what Serve counts.
+type countingMeter struct {
+	mu        sync.Mutex
+	exchanges map[string]int // "request reply"
+	errors    map[string]int
+}
+
+func (m *countingMeter) DHCPExchange(request, reply string, took time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if took < 0 {
+		reply += " (negative time)"
+	}
+	m.exchanges[request+" "+reply]++
+}
+
+func (m *countingMeter) DHCPError(kind string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.errors[kind]++
+}
+
+func (m *countingMeter) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprint(m.exchanges, m.errors)
+}
+
+// TestServeCounts checks what Serve tells its Meter: each request with its reply, silence as
+// "none", and a Leaser's failure as an error.
+func TestServeCounts(t *testing.T) {
+	m := &countingMeter{exchanges: map[string]int{}, errors: map[string]int{}}
+	opts := testOptions()
+	opts.Meter = m
+	fl := &fakeLeaser{}
+	port := startServerWith(t, fl, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), loopbackTimeout)
+	defer cancel()
+	c, conn := newClient(t, unknownMAC, port)
+	lease, err := c.Request(ctx, pxeBIOS...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, conn, lease.ACK, port)
+	waitRelease(t, fl, releaseCall{unknownMAC.String(), poolIP, false})
+	silent, _ := newClient(t, unknownMAC, port, nclient4.WithTimeout(300*time.Millisecond), nclient4.WithRetry(1))
+	if _, err := silent.DiscoverOffer(ctx); !errors.Is(err, nclient4.ErrNoResponse) {
+		t.Fatalf("non-PXE client answered: %v", err)
+	}
+	fl.mu.Lock()
+	fl.err = errors.New("disk full")
+	fl.mu.Unlock()
+	if _, err := silent.DiscoverOffer(ctx, pxeBIOS...); !errors.Is(err, nclient4.ErrNoResponse) {
+		t.Fatalf("client answered while the leaser fails: %v", err)
+	}
+	want := "map[discover none:2 discover offer:1 release none:1 request ack:1] map[lease:1]"
+	for deadline := time.Now().Add(loopbackTimeout); m.String() != want && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := m.String(); got != want {
+		t.Errorf("counted %s, want %s", got, want)
 	}
 }

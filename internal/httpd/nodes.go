@@ -128,6 +128,9 @@ func (s *Server) kickstart(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error, what string) {
+	if reason := refusal(err); reason != "" {
+		s.opts.Meter.NodeRequestRefused(what, reason)
+	}
 	switch {
 	case errors.Is(err, ErrForbidden):
 		s.remote.Log(s.log.WithError(err).WithField("remote", r.RemoteAddr), logrus.WarnLevel, what+" refused")
@@ -141,6 +144,19 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error, what 
 		s.log.WithError(err).WithField("remote", r.RemoteAddr).Error(what + " failed")
 		http.Error(w, "internal error", http.StatusInternalServerError)
 	}
+}
+
+// refusal is the Meter's reason for a refusal, or "" for a failure of bootd's own.
+func refusal(err error) string {
+	switch {
+	case errors.Is(err, ErrForbidden):
+		return "forbidden"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	}
+	return ""
 }
 
 // ErrInvalid is what Nodes wraps for a request that is malformed.

@@ -66,7 +66,28 @@ type Options struct {
 	Gateway      netip.Addr    // zero: none
 	PollInterval time.Duration // how often a waiting machine asks again
 	Phase        BootPhase     // nil: downloads always yield (on the copiers)
+	Meter        Meter         // counts requests; nil: none
+	// Extra are read-only handlers served beside bootd's own, by ServeMux pattern (the lab's
+	// page, /metrics, Prometheus service discovery: internal/bootd wires them).
+	Extra map[string]http.Handler
 }
+
+// Meter counts what the listener does (internal/metrics implements it). Handlers call it
+// concurrently.
+type Meter interface {
+	// HTTPRequest counts one request: the ServeMux pattern that took it ("" when none did), the
+	// status, the time to the end of its response, and the response's bytes.
+	HTTPRequest(route string, code int, took time.Duration, bytes int64)
+	// NodeRequestRefused counts a node endpoint's refusal ("overlay", "hardware report",
+	// "kickstart") by reason: "forbidden" (not the node: address, port or MAC), "not_found",
+	// "invalid".
+	NodeRequestRefused(endpoint, reason string)
+}
+
+type noMeter struct{}
+
+func (noMeter) HTTPRequest(string, int, time.Duration, int64) {}
+func (noMeter) NodeRequestRefused(string, string)             {}
 
 // BootPhase knows which machines are between their DHCP lease and their first HTTP request.
 type BootPhase interface {
@@ -94,6 +115,9 @@ func New(opts Options, m Machines, f Files, nodes Nodes, log logrus.FieldLogger)
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 3 * time.Second
 	}
+	if opts.Meter == nil {
+		opts.Meter = noMeter{}
+	}
 	return &Server{opts: opts, machines: m, files: f, nodes: nodes, log: log, remote: ratelog.New(ratelog.Every)}
 }
 
@@ -113,7 +137,10 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("POST /api/v1/node/power", s.power)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	return mux
+	for pattern, h := range s.opts.Extra {
+		mux.Handle(pattern, h)
+	}
+	return metered(mux, s.opts.Meter)
 }
 
 // bodyTimeout bounds reading a request's body. ReadHeaderTimeout covers only the headers: a

@@ -84,6 +84,7 @@ func (s *service) serve(ctx context.Context, conn *net.UDPConn) error {
 	// Deferred, so it runs once Shutdown has waited for the transfers; in a worker, before it
 	// exits, so bootd relays the counts.
 	defer s.remote.Flush()
+	defer s.sendCounts(true) // after the transfers: the last counts, which bootd keeps
 	ts := tftp.NewServer(s.read, nil) // nil write handler: read-only
 	ts.SetTimeout(timeout)
 	ts.SetRetries(retries)
@@ -94,6 +95,9 @@ func (s *service) serve(ctx context.Context, conn *net.UDPConn) error {
 	ts.SetBlockSizeNegotiation(false)
 	ts.SetHook(hook{s.log})
 
+	reporting, stopReports := context.WithCancel(context.Background())
+	defer stopReports()
+	go s.reportCounts(reporting)
 	done := make(chan error, 1)
 	go func() { done <- ts.Serve(plainConn{conn, s.full}) }()
 	select {
@@ -149,11 +153,13 @@ type service struct {
 	bounds    *logrus.Entry // the log, with the bounds: the lines of a request past them
 	// remote rate-limits the lines any client can trigger at will (refusals, failed transfers).
 	remote *ratelog.Limiter
+	// counted tallies every request's outcome, for bootd's metrics (counts.go).
+	counted *tally
 }
 
 func newService(root string, log logrus.FieldLogger) *service {
 	t := newSlots()
-	return &service{root: root, log: log, transfers: t, remote: ratelog.New(ratelog.Every),
+	return &service{root: root, log: log, transfers: t, remote: ratelog.New(ratelog.Every), counted: &tally{},
 		bounds: log.WithFields(logrus.Fields{"max_transfers": t.maxTotal, "max_per_client": t.maxPer})}
 }
 
@@ -167,6 +173,7 @@ func (s *service) full(client net.Addr) bool {
 	if !s.transfers.full(ap.Addr()) {
 		return false
 	}
+	s.counted.add(OutcomeBusy, NoFile, 0, 0)
 	s.remote.Log(s.bounds.WithField("client", ap.String()), logrus.WarnLevel,
 		"tftp request dropped: too many transfers at once (the client asks again)")
 	return true
@@ -183,6 +190,7 @@ func (s *service) read(path string, rf io.ReaderFrom) error {
 	log := s.log.WithField("client", client.String())
 	if !s.transfers.take(client.Addr()) {
 		// Only a request that got past plainConn's check in a race with another: rare.
+		s.counted.add(OutcomeBusy, NoFile, 0, 0)
 		s.remote.Log(s.bounds.WithField("client", client.String()), logrus.WarnLevel,
 			"tftp request refused: too many transfers at once")
 		return errBusy
@@ -190,11 +198,13 @@ func (s *service) read(path string, rf io.ReaderFrom) error {
 	defer s.transfers.release(client.Addr())
 	name, err := CleanPath(path)
 	if err != nil {
+		s.counted.add(OutcomeRefused, NoFile, 0, 0)
 		s.remote.Log(log.WithField("path", path), logrus.InfoLevel, "tftp request refused: not an iPXE binary")
 		return errNotFound
 	}
 	f, size, err := open(s.root, name)
 	if err != nil {
+		s.counted.add(OutcomeRefused, name, 0, 0) // CleanPath let only an Allowed name through
 		s.remote.Log(log.WithField("file", name).WithError(err), logrus.WarnLevel, "tftp request refused")
 		return errNotFound
 	}
@@ -203,18 +213,21 @@ func (s *service) read(path string, rf io.ReaderFrom) error {
 	// before downloading. Setting it explicitly avoids relying on Seek.
 	ot.SetSize(size)
 	n, err := rf.ReadFrom(deadlineReader{f, start.Add(maxTransferTime)})
-	s.logTransfer(log.WithField("file", name), n, time.Since(start), err)
+	s.logTransfer(log.WithField("file", name), name, n, time.Since(start), err)
 	return err
 }
 
-func (s *service) logTransfer(log logrus.FieldLogger, n int64, d time.Duration, err error) {
+func (s *service) logTransfer(log logrus.FieldLogger, file string, n int64, d time.Duration, err error) {
 	log = log.WithFields(logrus.Fields{"bytes": n, "duration": logfield.Duration(d)})
 	switch {
 	case err == nil:
+		s.counted.add(OutcomeDone, file, n, d)
 		log.Info("tftp transfer done")
 	case isTSizeProbe(err):
+		s.counted.add(OutcomeProbe, file, n, d)
 		log.Debug("tftp tsize probe: client aborted after the option ack, as UEFI firmware does")
 	default:
+		s.counted.add(OutcomeFailed, file, n, d)
 		// A client that stops answering ends so: anyone can make that happen at will.
 		s.remote.Log(log.WithError(err), logrus.WarnLevel, "tftp transfer failed")
 	}

@@ -56,8 +56,9 @@ const (
 // Worker runs TFTP in a child process on a socket the parent bound, relays the child's log
 // entries to the Server's log (bootd's, as New was given it), and starts it again when it dies.
 type Worker struct {
-	Exe    string  // the bootd binary (os.Executable): it must run RunWorker for WorkerCommand
-	Server *Server // what to serve: its directory and the files New found there
+	Exe    string        // the bootd binary (os.Executable): it must run RunWorker for WorkerCommand
+	Server *Server       // what to serve: its directory and the files New found there
+	Meter  TransferMeter // told the transfers the workers report (nil: counted nowhere)
 }
 
 // Serve runs workers on conn until ctx is done, then stops the one running and returns nil. It
@@ -75,9 +76,11 @@ func (w Worker) Serve(ctx context.Context, conn *net.UDPConn) error {
 	w.Server.log.WithFields(logrus.Fields{"addr": addr, "user": as}).Info("tftp listening (in its own process)")
 	everReady := false
 	deaths := 0 // in a row, of workers that lived less than restartWindow
+	counts := &workerCounts{meter: w.Meter}
 	for {
 		started := time.Now()
-		ready, err := w.runOnce(ctx, sock, l)
+		ready, err := w.runOnce(ctx, sock, l, counts)
+		counts.ended()
 		everReady = everReady || ready
 		if ctx.Err() != nil {
 			return nil
@@ -131,7 +134,7 @@ func backoff(deaths int) time.Duration {
 // runOnce starts one worker and returns when it exits, stopping it once ctx is done: it closes
 // the worker's lifeline, then kills it if it is still there after stopWait. ready reports whether
 // the worker got as far as serving.
-func (w Worker) runOnce(ctx context.Context, sock *os.File, l *launch) (ready bool, err error) {
+func (w Worker) runOnce(ctx context.Context, sock *os.File, l *launch, counts *workerCounts) (ready bool, err error) {
 	cmd, lifeline, logs, err := w.start(sock, l)
 	if err != nil {
 		return false, fmt.Errorf("start tftp worker: %w", err)
@@ -139,7 +142,7 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, l *launch) (ready bo
 	defer logs.Close()
 	readyCh, relayed := make(chan struct{}), make(chan struct{})
 	go func() {
-		relayLog(logs, w.Server.log, reservedKeys(w.Server.log), func() { close(readyCh) })
+		relayLog(logs, w.Server.log, reservedKeys(w.Server.log), func() { close(readyCh) }, counts.report)
 		close(relayed)
 	}()
 	exited := make(chan error, 1)

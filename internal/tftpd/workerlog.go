@@ -22,8 +22,9 @@ const maxLogLine = 64 << 10
 // relayLog turns the worker's log lines (logrus JSON) into entries of log, at their own level
 // (at most error) with their own fields (but none of reserved), so bootd's log keeps one format
 // and one level setting. A line that is no such entry (a Go panic, say) is relayed as an error.
-// It calls onReady once, at the worker's ready entry, and returns at the end of r.
-func relayLog(r io.Reader, log logrus.FieldLogger, reserved []string, onReady func()) {
+// It calls onReady once, at the worker's ready entry, and onCounts with each counts entry that
+// checks out (counts.go), and returns at the end of r.
+func relayLog(r io.Reader, log logrus.FieldLogger, reserved []string, onReady func(), onCounts func(Counts)) {
 	br := bufio.NewReaderSize(r, maxLogLine)
 	readied := false
 	for {
@@ -38,6 +39,8 @@ func relayLog(r io.Reader, log logrus.FieldLogger, reserved []string, onReady fu
 					readied = true
 					onReady()
 				}
+			case fields[countsField] != nil:
+				takeCounts(fields[countsField], log, onCounts)
 			default:
 				log.WithFields(safeFields(fields, reserved)).Log(max(level, logrus.ErrorLevel), safeText(msg)) // lower levels are more severe
 			}
@@ -120,4 +123,14 @@ func parseEntry(line []byte) (logrus.Level, string, logrus.Fields, bool) {
 		delete(fields, k)
 	}
 	return level, msg, fields, true
+}
+
+// takeCounts hands a worker's counts entry to onCounts, or logs why it is refused.
+func takeCounts(v any, log logrus.FieldLogger, onCounts func(Counts)) {
+	c, err := decodeCounts(v, Allowed)
+	if err != nil {
+		log.WithError(err).Error("tftp worker sent counts bootd does not take")
+		return
+	}
+	onCounts(c)
 }
