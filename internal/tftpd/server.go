@@ -84,7 +84,7 @@ func (s *service) serve(ctx context.Context, conn *net.UDPConn) error {
 	// Deferred, so it runs once Shutdown has waited for the transfers; in a worker, before it
 	// exits, so bootd relays the counts.
 	defer s.remote.Flush()
-	defer s.sendCounts(true) // after the transfers: the last counts, which bootd keeps
+	defer s.sendCounts(true)          // after the transfers: the last counts, which bootd keeps
 	ts := tftp.NewServer(s.read, nil) // nil write handler: read-only
 	ts.SetTimeout(timeout)
 	ts.SetRetries(retries)
