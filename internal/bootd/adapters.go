@@ -35,6 +35,9 @@ func (l leaser) Lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, 
 // lease is Lease without the bookkeeping: the inventory's answer.
 func (l leaser) lease(mac net.HardwareAddr, pxe, bind bool) (dhcpd.Lease, bool, error) {
 	if n, err := l.d.inv.NodeByMAC(mac.String()); err == nil {
+		if bind {
+			l.d.stages.set(n.Name, "DHCP lease")
+		}
 		return dhcpd.Lease{IP: n.Address, Hostname: n.Name, Duration: l.d.cfg.Network.LeaseTime}, true, nil
 	}
 	if !pxe {
@@ -206,6 +209,8 @@ func (m machines) Boot(mac net.HardwareAddr, from netip.Addr, f httpd.Facts) (ht
 	if _, err := m.d.inv.SetState(n.Name, inventory.StateBooting); err != nil {
 		return httpd.Target{}, false, err
 	}
+	m.d.stages.booted(n.Name, t.Image, t.Version)
+	m.d.metrics.BootScript(t.Role, t.Image, t.Version)
 	return t, true, nil
 }
 
@@ -220,6 +225,7 @@ func (m machines) Hello(a netip.Addr) (httpd.Target, error) {
 	if n, err = m.d.inv.SetState(n.Name, inventory.StateUp); err != nil {
 		return httpd.Target{}, err
 	}
+	m.d.stages.set(n.Name, "reported up")
 	return m.d.target(n)
 }
 
@@ -320,6 +326,7 @@ func (c controller) Unassign(name string) (inventory.Node, error) {
 	defer c.d.identity.Unlock()
 	n, err := c.d.inv.Unassign(name)
 	if err == nil {
+		c.d.stages.forget(name)
 		c.d.log.WithFields(map[string]any{"node": n.Name, "mac": n.MAC}).Info("node unassigned")
 		c.d.forgetHostKeys(name)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/metrics"
 	"github.com/labcluster/gpucluster/internal/ratelog"
 	"github.com/labcluster/gpucluster/overlays"
 )
@@ -38,9 +39,12 @@ func daemonOn(t *testing.T, state string) *daemon {
 	t.Cleanup(func() { _ = inv.Compact() }) // OFFERs' background writes end before state is removed
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	return &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
+	d := &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
 		started: time.Now(), secrets: sec, templates: overlays.FS, remote: ratelog.New(ratelog.Every),
-		booting: bootphase.New(bootphase.DefaultPatience)}
+		booting: bootphase.New(bootphase.DefaultPatience), stages: newStages()}
+	d.roleImages = newRoleImages(d)
+	d.metrics = metrics.New(d.census)
+	return d
 }
 
 func hw(s string) net.HardwareAddr {

@@ -53,7 +53,9 @@ func (n nodes) ReportHardware(from netip.AddrPort, report []byte) (string, error
 	if err != nil {
 		return "", fmt.Errorf("hardware report of %s: %w: %w", node.Name, err, httpd.ErrInvalid)
 	}
-	_, err = n.d.inv.SetHardware(node.Name, hw)
+	if _, err = n.d.inv.SetHardware(node.Name, hw); err == nil {
+		n.d.stages.set(node.Name, "reported its hardware")
+	}
 	return node.Name, err
 }
 

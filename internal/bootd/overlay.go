@@ -22,10 +22,13 @@ func (n nodes) Overlay(from netip.AddrPort) (string, []httpd.OverlayFile, error)
 		return "", nil, err
 	}
 	all, _ := n.d.inv.Snapshot()
+	start := time.Now()
 	files, err := n.d.renderer().Render(all, node.Name)
+	n.d.metrics.OverlayRendered(err, time.Since(start))
 	if err != nil {
 		return "", nil, err
 	}
+	n.d.stages.set(node.Name, "fetched its overlay")
 	out := make([]httpd.OverlayFile, len(files))
 	for i, f := range files {
 		out[i] = httpd.OverlayFile{Path: f.Path, Mode: f.Mode, UID: f.UID, GID: f.GID, Data: f.Data}

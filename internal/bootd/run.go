@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -25,7 +26,9 @@ import (
 	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/labview"
 	"github.com/labcluster/gpucluster/internal/logfield"
+	"github.com/labcluster/gpucluster/internal/metrics"
 	"github.com/labcluster/gpucluster/internal/neigh"
 	"github.com/labcluster/gpucluster/internal/power"
 	"github.com/labcluster/gpucluster/internal/ratelog"
@@ -69,6 +72,10 @@ type daemon struct {
 	powered powerBook
 	// checking is held while a `bootd check` runs: one at a time.
 	checking sync.Mutex
+	// metrics are bootd's own, at /metrics; stages and roleImages feed the lab's page.
+	metrics    *metrics.Metrics
+	stages     *stages
+	roleImages *roleImages
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -148,6 +155,8 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 		probe: arpprobe.New(cfg.Interface), remote: ratelog.New(ratelog.Every), booting: bootphase.New(bootphase.DefaultPatience),
 		power: power.NewSwitch(cfg.Interface)}
 	d.scout = newScout(d)
+	d.stages, d.roleImages = newStages(), newRoleImages(d)
+	d.metrics = metrics.New(d.census)
 	return d, nil
 }
 
@@ -256,7 +265,7 @@ func (d *daemon) serveTFTP(ctx context.Context, conn *net.UDPConn) error {
 		conn.Close()
 		return fmt.Errorf("tftp: find the bootd binary to run its worker: %w", err)
 	}
-	return tftpd.Worker{Exe: exe, Server: d.tftp}.Serve(ctx, conn)
+	return tftpd.Worker{Exe: exe, Server: d.tftp, Meter: d.metrics}.Serve(ctx, conn)
 }
 
 // checkReplySource warns when the kernel would send to the lab from another address than
@@ -278,16 +287,26 @@ func (d *daemon) checkReplySource() {
 func (d *daemon) serveDHCP(ctx context.Context) error {
 	h := dhcpd.NewHandler(dhcpd.Options{
 		ServerIP: d.server, Subnet: d.cfg.Network.Subnet, Router: d.cfg.Network.Gateway,
-		DNS: d.cfg.Network.DNS, Domain: d.cfg.Network.Domain, HTTPBase: d.baseURL(),
+		DNS: d.cfg.Network.DNS, Domain: d.cfg.Network.Domain, HTTPBase: d.baseURL(), Meter: d.metrics,
 	}, leaser{d}, d.log.WithField("listener", "dhcp"))
 	return h.Serve(ctx, d.cfg.Interface, d.cfg.Ports.DHCP)
 }
 
 func (d *daemon) serveHTTP(ctx context.Context, ln net.Listener) error {
 	mask, _ := netip.AddrFromSlice(d.cfg.Netmask())
-	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway, Phase: d.booting},
+	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway, Phase: d.booting,
+		Meter: d.metrics, Progress: progress{d}, Extra: d.views()},
 		machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
 	return srv.Serve(ctx, ln)
+}
+
+// views are the read-only handlers beside the boot endpoints: the lab's page, its JSON and
+// Prometheus service discovery (internal/labview), and bootd's metrics. They show what
+// /api/v1/nodes already shows to the segment, and no secret (SECURITY.md).
+func (d *daemon) views() map[string]http.Handler {
+	routes := labview.Routes(labSource{d})
+	routes["GET /metrics"] = d.metrics.Handler()
+	return routes
 }
 
 func (d *daemon) hostPort(port int) string {

@@ -115,9 +115,23 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, elems []strin
 		return
 	}
 	start := time.Now()
+	done := s.following(r, elems)
 	http.ServeContent(withProgressDeadline(w), r, elems[len(elems)-1], st.ModTime(), f)
+	done()
 	s.log.WithFields(logrus.Fields{"file": strings.Join(elems, "/"), "remote": r.RemoteAddr, "bytes": st.Size(),
 		"range": r.Header.Get("Range") != "", "duration": logfield.Duration(time.Since(start))}).Info("served file")
+}
+
+// following tells Options.Progress that an image file's download to the request's address
+// begins, and returns what tells it the download ended (cut short when the client went away).
+func (s *Server) following(r *http.Request, elems []string) (done func()) {
+	from, err := remoteAddr(r)
+	if s.opts.Progress == nil || err != nil || len(elems) != 3 { // 3: image, version, file
+		return func() {}
+	}
+	file := elems[2]
+	s.opts.Progress.Fetching(from, file)
+	return func() { s.opts.Progress.Fetched(from, file, r.Context().Err()) }
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request, err error) {

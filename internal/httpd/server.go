@@ -67,6 +67,7 @@ type Options struct {
 	PollInterval time.Duration // how often a waiting machine asks again
 	Phase        BootPhase     // nil: downloads always yield (on the copiers)
 	Meter        Meter         // counts requests; nil: none
+	Progress     Progress      // told of image downloads; nil: nobody
 	// Extra are read-only handlers served beside bootd's own, by ServeMux pattern (the lab's
 	// page, /metrics, Prometheus service discovery: internal/bootd wires them).
 	Extra map[string]http.Handler
@@ -82,6 +83,14 @@ type Meter interface {
 	// "kickstart") by reason: "forbidden" (not the node: address, port or MAC), "not_found",
 	// "invalid".
 	NodeRequestRefused(endpoint, reason string)
+}
+
+// Progress follows machines through their boot: which file of its image each one fetches.
+type Progress interface {
+	// Fetching is called as a download of file (an image's kernel, initrd or root) to the
+	// address from begins, Fetched as it ends (err: it was cut short).
+	Fetching(from netip.Addr, file string)
+	Fetched(from netip.Addr, file string, err error)
 }
 
 type noMeter struct{}

@@ -121,13 +121,20 @@ func (m *Metrics) TFTPTransfers(c tftpd.Counts) {
 	m.tftp = c
 }
 
-// BootScript counts a boot script sent to a node of role, booting image at version.
+// BootScript counts a boot script sent to a node of role, booting image at version. A nil
+// Metrics counts nothing (here and in OverlayRendered).
 func (m *Metrics) BootScript(role, image, version string) {
+	if m == nil {
+		return
+	}
 	m.boots.WithLabelValues(role, image, version).Inc()
 }
 
 // OverlayRendered counts one node overlay's render.
 func (m *Metrics) OverlayRendered(err error, took time.Duration) {
+	if m == nil {
+		return
+	}
 	result := "ok"
 	if err != nil {
 		result = "error"

@@ -35,6 +35,11 @@ var rules = []Rule{
 		pkgs("internal/dhcpd", "internal/httpd", "internal/inventory", "internal/secrets")},
 	{"httpd imports no other listener, nor inventory or secrets", module + "internal/httpd",
 		pkgs("internal/dhcpd", "internal/tftpd", "internal/inventory", "internal/secrets")},
+	// The page and /metrics are read-only and carry no secret: they cannot reach one.
+	{"labview sees a snapshot only: no inventory, secrets or overlays", module + "internal/labview",
+		pkgs("internal/inventory", "internal/secrets", "internal/overlay", "internal/httpd")},
+	{"metrics sees counts only: no inventory or secrets", module + "internal/metrics",
+		pkgs("internal/inventory", "internal/secrets", "internal/overlay")},
 }
 
 func TestImportRules(t *testing.T) {
