@@ -18,6 +18,8 @@ packages=(
   uidmap                             # newuidmap/newgidmap: the lab users' subordinate ids at work
   dnsmasq nginx                      # the baselines bootd is measured against (make bench)
   debootstrap                        # make ci-pipeline: a fresh Debian 12 root for the image pipeline
+  prometheus prometheus-node-exporter  # monitoring the lab: rendered configs run for real (TestCluster), /metrics scraped (make bench)
+  chromium                           # a real browser loads the lab's page (TestLabPage)
   iproute2 tcpdump procps            # namespaces, bridges, taps
   openipmi ipmitool                  # bootd power: ipmi_sim answers real IPMI as a node's BMC; bootd drives BMCs with ipmitool (bmclib)
   sudo curl                          # the master's Slurm power-saving programs (rendered sudoers rule, bootd-power)
@@ -64,6 +66,12 @@ systemctl disable --now dnsmasq munge slurmctld slurmd chrony nfs-server rpcbind
 if [[ " ${missing[*]-} " == *" nginx "* ]]; then
   systemctl disable --now nginx >/dev/null 2>&1 || true
 fi
+# Likewise Prometheus and node_exporter: the tests run their own, in namespaces.
+for p in prometheus prometheus-node-exporter; do
+  if [[ " ${missing[*]-} " == *" $p "* ]]; then
+    systemctl disable --now "$p" >/dev/null 2>&1 || true
+  fi
+done
 
 if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
   echo "setup: Go is at /usr/local/go/bin; add it to PATH"

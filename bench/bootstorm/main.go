@@ -61,6 +61,7 @@ func main() {
 		pcap      = flag.String("pcap", "", "record each storm's DHCP, TFTP and ARP packets on the bridge (tcpdump) into this directory, as N<n>-<server>[-<pair>].pcap")
 		repeat    = flag.Int("repeat", 0, "storms per server and N (pairs); the report holds each figure's median (the servers take turns going first) and the interval that holds the true median with 95% confidence, which more pairs narrow. 0: as many as 300 machines' boots need, from 5 to 30 (30 at N = 10, 6 at 50, 5 at 200)")
 		control   = flag.Bool("control", true, "storm the baseline twice in each pair: its ratio to itself shows how far a ratio strays when nothing differs")
+		scrape    = flag.Bool("scrape", true, "storm bootd once more in each pair while Prometheus scrapes its /metrics every second: what serving metrics costs (needs Debian's prometheus)")
 	)
 	flag.Parse()
 	sizes, err := parseSizes(*ns)
@@ -76,7 +77,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, repeat: *repeat, control: *control, keep: *keep, ping: *ping, pcap: *pcap})
+	report, err := run(ctx, options{bootd: *bootdBin, sizes: sizes, rootfs: int64(*rootfsMiB) << 20, repeat: *repeat, control: *control, scrape: *scrape, keep: *keep, ping: *ping, pcap: *pcap})
 	if report != "" {
 		fmt.Print(report)
 		if *out != "" {
@@ -99,9 +100,12 @@ type options struct {
 	// control adds a second baseline storm to each pair, judged against the first as bootd is:
 	// an A/A comparison, whose ratios are the noise of this machine.
 	control bool
-	keep    bool
-	ping    bool
-	pcap    string // directory for per-storm packet captures, or ""
+	// scrape adds bootd's storm under a Prometheus scraping /metrics every second, judged
+	// against bootd's own.
+	scrape bool
+	keep   bool
+	ping   bool
+	pcap   string // directory for per-storm packet captures, or ""
 }
 
 // schedulePerMachine gives the process a P per machine of a storm of n (and some for the rest):
@@ -138,7 +142,7 @@ func checkEnv(bootdBin string) error {
 	if _, err := os.Stat(bootdBin); err != nil {
 		return fmt.Errorf("bootd binary: %w (make build)", err)
 	}
-	for _, tool := range []string{"ip", "dnsmasq", "nginx", "wget"} {
+	for _, tool := range []string{"ip", "dnsmasq", "nginx", "wget", "prometheus"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found (./scripts/setup-debian.sh)", tool)
 		}
@@ -205,6 +209,9 @@ func run(ctx context.Context, o options) (report string, err error) {
 	if o.control {
 		servers = append(servers, contender{&baselineServer{lab: lab, dir: filepath.Join(work, "control"),
 			filesRoot: filepath.Join(work, "bootd"), ping: o.ping, again: true}, sideControl})
+	}
+	if o.scrape {
+		servers = append(servers, contender{&scrapedBootd{bootdServer: bootdServer{lab: lab, bin: o.bootd, dir: filepath.Join(work, "bootd")}}, sideScraped})
 	}
 	res := results{machine: describeMachine(), rootfs: o.rootfs, spec: spec}
 	up := len(clients) // links up: AddHost leaves every link up

@@ -191,10 +191,13 @@ const (
 	sideBootd side = iota
 	sideBaseline
 	sideControl
-	sides // how many there are
+	sideScraped // bootd again, its /metrics scraped by a Prometheus every second
+	sides       // how many there are
 )
 
-func (s side) String() string { return [sides]string{"bootd", "baseline", "control"}[s] }
+func (s side) String() string {
+	return [sides]string{"bootd", "baseline", "control", "bootd scraped"}[s]
+}
 
 // add files storm r under its side.
 func (res *results) add(r round, s side) {
@@ -370,8 +373,10 @@ type pairs [sides][]round
 // and how many storms it left out.
 func (p pairs) complete() (kept pairs, left int) {
 	n := min(len(p[sideBootd]), len(p[sideBaseline]))
-	if len(p[sideControl]) > 0 { // a run without the control has none
-		n = min(n, len(p[sideControl]))
+	for _, s := range []side{sideControl, sideScraped} {
+		if len(p[s]) > 0 { // a run without the control, or without scraping, has none
+			n = min(n, len(p[s]))
+		}
 	}
 	for s, rs := range p {
 		kept[s] = rs[:min(n, len(rs))]
@@ -501,7 +506,11 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []miss)
 	}
 	fmt.Fprintf(b, "Load average (1 min) before each storm: %s.\n\n", strings.Join(load, "; "))
 	if hasControl {
-		b.WriteString("Control / baseline: the baseline stormed once more in each pair (the three taking turns in each place of a pair), and set against the baseline's storm as bootd's is: what the ratio is when both sides are the same server.\n\n")
+		b.WriteString("Control / baseline: the baseline stormed once more in each pair (the servers taking turns in each place of a pair), and set against the baseline's storm as bootd's is: what the ratio is when both sides are the same server.\n\n")
+	}
+	hasScraped := len(p[sideScraped]) > 0
+	if hasScraped {
+		b.WriteString("Scraped / bootd: bootd stormed once more in each pair while a Prometheus (Debian's) scraped its /metrics every second, set against bootd's unscraped storm: what serving its metrics costs.\n\n")
 	}
 	intervalHead, intervalRule, controlHead, controlRule := "", "", "", ""
 	if pairCount > 1 {
@@ -509,6 +518,9 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []miss)
 	}
 	if hasControl {
 		controlHead, controlRule = " control / baseline |", " ---: |"
+	}
+	if hasScraped {
+		controlHead, controlRule = controlHead+" scraped / bootd |", controlRule+" ---: |"
 	}
 	fmt.Fprintf(b, "| figure | bootd | dnsmasq + nginx | bootd / baseline |%s%s target | met |\n", intervalHead, controlHead)
 	fmt.Fprintf(b, "| --- | ---: | ---: | ---: |%s%s --- | --- |\n", intervalRule, controlRule)
@@ -522,6 +534,9 @@ func (p pairs) table(b *strings.Builder, n int, atLargestN bool) (misses []miss)
 		if hasControl {
 			vc = judge(r, f[sideControl], f[sideBaseline])
 			controlCell = " " + controlOf(vc, pairCount) + " |"
+		}
+		if hasScraped {
+			controlCell += " " + controlOf(judge(r, f[sideScraped], f[sideBootd]), pairCount) + " |"
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s |%s%s %s | %s |\n", r.name, figureCell(r, v.subject), figureCell(r, v.baseline), ratioCell(v), intervalCell, controlCell, r.target, metCell(v))
 		if v.outcome == missed || v.outcome == missedInNoise {

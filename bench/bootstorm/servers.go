@@ -315,3 +315,58 @@ func capture(ctx context.Context, lab *vlab.Lab, file string) (stopCapture func(
 	}
 	return func() { stop(p) }, nil
 }
+
+// scrapedBootd is bootd while a Prometheus (Debian's prometheus, in the lab's namespace) scrapes
+// its /metrics every second, as a lab's monitoring would, only ten times as often. Prometheus is
+// started before bootd's storm and has scraped it once before the storm begins; its own CPU is
+// not counted with bootd's (in a lab it runs on the master), but it shares the cores.
+type scrapedBootd struct {
+	bootdServer
+	prom *vlab.Process
+}
+
+func (s *scrapedBootd) Name() string { return "bootd-scraped" }
+
+// promConfig scrapes bootd's /metrics every second.
+const promConfig = `global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: bootd
+    static_configs:
+      - targets: ["%s:80"]
+`
+
+func (s *scrapedBootd) Start(ctx context.Context) error {
+	if err := s.bootdServer.Start(ctx); err != nil {
+		return err
+	}
+	run := filepath.Join(s.dir, "prometheus")
+	if err := os.RemoveAll(run); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		return err
+	}
+	conf := filepath.Join(run, "prometheus.yml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(promConfig, s.lab.Addr.Addr())), 0o644); err != nil {
+		return err
+	}
+	var err error
+	s.prom, err = s.lab.Start(ctx, filepath.Join(run, "prometheus.log"), "prometheus", "--config.file="+conf,
+		"--storage.tsdb.path="+filepath.Join(run, "data"), "--web.listen-address=127.0.0.1:9090")
+	if err != nil {
+		return err
+	}
+	// Up once Prometheus has a sample of bootd's: up{job="bootd"} == 1.
+	url := `http://127.0.0.1:9090/api/v1/query?query=up%7Bjob%3D%22bootd%22%7D%3D%3D1`
+	return waitFor(ctx, 30*time.Second, s.prom, func() bool {
+		out, err := s.lab.Command(ctx, "wget", "-q", "-O", "-", url).Output()
+		return err == nil && strings.Contains(string(out), `"value":[`)
+	})
+}
+
+func (s *scrapedBootd) Stop() {
+	stop(s.prom)
+	s.bootdServer.Stop()
+}
