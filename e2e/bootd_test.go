@@ -213,8 +213,8 @@ func (s *scenario) checkInventory(ctx context.Context, t *testing.T) {
 	var names []string
 	for _, n := range r.Nodes {
 		names = append(names, n.Name)
-		if n.State != inventory.StateUp || n.Facts.Manufacturer == "" || n.Facts.Platform == "" {
-			t.Errorf("node %s: state %s, facts %+v; want up with manufacturer and platform", n.Name, n.State, n.Facts)
+		if n.State != inventory.StateReady || n.Hardware == nil || n.Facts.Manufacturer == "" || n.Facts.Platform == "" {
+			t.Errorf("node %s: state %s, facts %+v; want ready (its hardware reported) with manufacturer and platform", n.Name, n.State, n.Facts)
 		}
 	}
 	if want := []string{"c1", "c2", "c4", "master"}; !slices.Equal(names, want) {

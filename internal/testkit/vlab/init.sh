@@ -68,6 +68,22 @@ hello() {
 		sleep 1
 	done
 	echo "VLAB-HELLO-FAILED"
+	return 1
+}
+
+# report posts the machine's hardware to bootd as a node's bootd-node does (slurmd -C's line, no
+# GPUs), from a privileged source port (bootd's node API wants one): bootd then shows it ready.
+# busybox wget cannot choose its source port, nc can; HTTP/1.0, so bootd closes when done.
+report() {
+	hostport=${1#http://}
+	hostport=${hostport%%/*}
+	host=${hostport%%:*} port=80
+	[ "$host" != "$hostport" ] && port=${hostport#*:}
+	mem=$(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo)
+	body="{\"slurmd_c\":\"NodeName=$(hostname) CPUs=$(nproc) Boards=1 SocketsPerBoard=1 CoresPerSocket=$(nproc) ThreadsPerCore=1 RealMemory=$mem\",\"gpus\":[]}"
+	resp=$(printf 'POST /api/v1/node/hardware HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
+		"$hostport" "${#body}" "$body" | timeout 10 nc -p 799 "$host" "$port" | head -n 1)
+	echo "VLAB-REPORT: $resp"
 }
 
 if [ -n "$ipspec" ]; then
@@ -97,7 +113,7 @@ if [ -n "$ipspec" ]; then
 		[ -n "$host" ] && hostname "$host"
 		echo "VLAB-IP: $iface $addr/$plen"
 		echo "VLAB-HOSTNAME: $(hostname)"
-		[ -n "$bootd" ] && hello "$bootd"
+		[ -n "$bootd" ] && hello "$bootd" && report "$bootd"
 	fi
 else
 	echo "VLAB-NO-IP"
