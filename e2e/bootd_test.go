@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -80,10 +79,7 @@ func pc(name, mac string, fw vlab.Firmware) vlab.VMSpec {
 // startBootd builds bootd, publishes the test image as "master" and "compute", and serves them.
 func startBootd(ctx context.Context, t *testing.T, lab *vlab.Lab, dir string) *vlab.Bootd {
 	t.Helper()
-	bin := filepath.Join(dir, "bootd")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/bootd").CombinedOutput(); err != nil {
-		t.Fatalf("build bootd: %v\n%s", err, out)
-	}
+	bin := buildBootd(ctx, t, dir)
 	if err := vlab.WriteTestImages(filepath.Join(dir, "images"), filepath.Join(dir, "stage"), "console=ttyS0", "master", "compute"); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +166,10 @@ func (s *scenario) checkBooted(ctx context.Context, t *testing.T, vm *vlab.VM, n
 	}
 	if want := fmt.Sprintf(": %s %s %s", name, role, addr); strings.TrimSpace(hello[1]) != want {
 		t.Errorf("bootd answered the node's hello with %q, want %q", hello[1], want)
+	}
+	// The hardware report, from a privileged port: bootd then has the node ready.
+	if rep, err := vm.WaitConsole(ctx, regexp.MustCompile(`VLAB-REPORT: (.*)`)); err != nil || !strings.Contains(rep[1], " 200 ") {
+		t.Errorf("hardware report: %v (%v), want bootd's 200", rep, err)
 	}
 	if err := vm.Wait(ctx); err != nil {
 		t.Fatal(err)

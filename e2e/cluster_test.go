@@ -31,12 +31,14 @@ import (
 // made on c1 decodes on the master (and one made with another key does not), Lmod on c1 finds
 // and loads a module installed on the master's shared tree, and a user's file written in their
 // home on the master is theirs on c1; then c4 joins with only its own files and srun -N4
-// reaches it.
+// reaches it. Monitoring runs for real beside it: bootd serves the service discovery, Prometheus
+// (with the master's rendered configuration) finds every node by itself with up == 1, and c4 too,
+// without an edit (monitoring_test.go).
 func TestCluster(t *testing.T) {
 	requirePrereqs(t, "ip", "nsenter", "setpriv", "munged", "munge", "unmunge", "slurmctld", "slurmd", "sinfo", "srun", "scontrol",
-		"chronyd", "chronyc", "bash")
+		"chronyd", "chronyc", "bash", "go", "wget", "prometheus", "prometheus-node-exporter")
 	requireFiles(t, lmodInit)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	dir := artifactDir(t)
@@ -71,6 +73,9 @@ func TestCluster(t *testing.T) {
 	t.Logf("master + c1..c3 up, c[1-3] idle: %s", time.Since(start).Round(100*time.Millisecond))
 	out, _ := master.Run(ctx, "sinfo")
 	t.Logf("sinfo:\n%s", out)
+
+	mon := startMonitoring(ctx, t, c, dir, []string{"master", "c1", "c2", "c3"})
+	t.Run("monitoring finds the nodes", func(t *testing.T) { mon.checkFound(ctx, t, master, "master", "c1", "c2", "c3") })
 
 	computes := []*vcluster.Node{c.Node("c1"), c.Node("c2"), c.Node("c3")}
 	t.Run("chrony", func(t *testing.T) { followMaster(ctx, t, c, r.Config.Master.Address, start, computes...) })
@@ -143,6 +148,15 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("c4 follows the master's clock %s after it started", time.Since(start).Round(100*time.Millisecond))
+	})
+
+	// bootd assign c4: Prometheus scrapes it without an edit of its configuration.
+	t.Run("monitoring finds c4", func(t *testing.T) {
+		start := time.Now()
+		mon.assign(ctx, t, "c4", 4)
+		startNodeExporter(ctx, t, c.Node("c4"))
+		waitUp(ctx, t, master, 60, "master", "c1", "c2", "c3", "c4")
+		t.Logf("Prometheus finds c4, assigned later, up == 1: %s after the assign", time.Since(start).Round(100*time.Millisecond))
 	})
 
 	// Root on the master reaches every node by name over SSH without a password, with strict

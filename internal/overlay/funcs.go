@@ -3,7 +3,9 @@ package overlay
 import (
 	"crypto/sha1"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 	"text/template"
 	"time"
@@ -30,7 +32,25 @@ func funcs(v view) template.FuncMap {
 		"uuid":        func(parts ...string) string { return uuid(parts) },
 		"join":        join,
 		"seconds":     func(d time.Duration) int64 { return int64(d / time.Second) },
+		"hostPort":    hostPort,
 	}
+}
+
+// hostPort is a URL's host and port, the scheme's default port when it names none:
+// "http://10.80.0.1" -> "10.80.0.1:80", as a Prometheus target wants it.
+func hostPort(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("bootd URL %q: no host", rawURL)
+	}
+	if u.Port() != "" {
+		return u.Host, nil
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
 }
 
 // names is a node's names for hosts and known_hosts: the full name first

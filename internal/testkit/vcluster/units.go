@@ -94,7 +94,9 @@ func unitsFor(role string) []unit {
 // EnvironmentFile, its output going to the unit's log, and waits until it is ready.
 func (n *Node) startUnit(ctx context.Context, u unit) error {
 	argv := append([]string(nil), u.argv...)
-	if b, err := os.ReadFile(n.Path(u.envFile)); err == nil {
+	if u.envFile == "" {
+		// no EnvironmentFile
+	} else if b, err := os.ReadFile(n.Path(u.envFile)); err == nil {
 		env, err := parseEnvFile(b)
 		if err != nil {
 			return fmt.Errorf("%s: %w", u.envFile, err)
@@ -140,6 +142,14 @@ func (n *Node) startUnit(ctx context.Context, u unit) error {
 		return fmt.Errorf("%s exited: %v\n%s", u.name, d.err, vlab.TailFile(d.logPath, 15))
 	}
 	return nil
+}
+
+// Start runs argv in the node as the daemon name, in the foreground, its output in the node's
+// log of that name (LogPath), until the node is closed; the cluster's checks report it if it
+// exits. For daemons the harness does not start itself (the monitoring layer's, say): the test
+// takes their command lines from the image's own units.
+func (n *Node) Start(ctx context.Context, name string, argv ...string) error {
+	return n.startUnit(ctx, unit{name: name, argv: argv})
 }
 
 // poll calls ok up to tries times, every interval, until it returns true; bounded by ctx, and

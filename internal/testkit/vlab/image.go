@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -187,4 +188,31 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// BuildReportingTestImage is BuildTestImage with /bin/reporter, which the image's /init runs
+// after its hello to report the machine's hardware to bootd (so bootd shows it ready). The
+// reporter is a static Go program built here (the go command must be on PATH).
+func BuildReportingTestImage(stageDir string) (kernelRelease string, err error) {
+	if err := os.MkdirAll(stageDir, 0o755); err != nil {
+		return "", fmt.Errorf("vlab: stage dir: %w", err)
+	}
+	bin := filepath.Join(stageDir, ".reporter")
+	defer os.Remove(bin)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/labcluster/gpucluster/internal/testkit/vlab/reporter")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("vlab: build the image's reporter: %w: %s", err, out)
+	}
+	reporter, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	return stageImage(stageDir, "initramfs", func(release string) ([]cpioEntry, error) {
+		entries, err := imageEntries(release)
+		if err != nil {
+			return nil, err
+		}
+		return append(entries, cpioEntry{Name: "bin/reporter", Mode: modeFile | 0o755, Data: reporter}), nil
+	})
 }

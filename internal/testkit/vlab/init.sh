@@ -73,17 +73,15 @@ hello() {
 
 # report posts the machine's hardware to bootd as a node's bootd-node does (slurmd -C's line, no
 # GPUs), from a privileged source port (bootd's node API wants one): bootd then shows it ready.
-# busybox wget cannot choose its source port, nc can; HTTP/1.0, so bootd closes when done.
+# Only images that carry /bin/reporter do (WriteTestImages'; busybox cannot choose a source port).
 report() {
+	[ -x /bin/reporter ] || return 0
 	hostport=${1#http://}
 	hostport=${hostport%%/*}
-	host=${hostport%%:*} port=80
-	[ "$host" != "$hostport" ] && port=${hostport#*:}
+	case "$hostport" in *:*) ;; *) hostport=$hostport:80 ;; esac
 	mem=$(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo)
 	body="{\"slurmd_c\":\"NodeName=$(hostname) CPUs=$(nproc) Boards=1 SocketsPerBoard=1 CoresPerSocket=$(nproc) ThreadsPerCore=1 RealMemory=$mem\",\"gpus\":[]}"
-	resp=$(printf 'POST /api/v1/node/hardware HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
-		"$hostport" "${#body}" "$body" | timeout 10 nc -p 799 "$host" "$port" | head -n 1)
-	echo "VLAB-REPORT: $resp"
+	echo "VLAB-REPORT: $(/bin/reporter "$hostport" "$body" 2>&1)"
 }
 
 if [ -n "$ipspec" ]; then
