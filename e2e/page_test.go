@@ -26,7 +26,8 @@ import (
 // that names it; the test runs that command; the same page, never reloaded, then shows the node
 // pass through its states to ready, with its address, boot stage, image version and hardware.
 // Screenshots of both moments are kept (lab-page-waiting.png, lab-page-ready.png; with
-// LABPAGE_DOCS=1 the second also becomes docs/lab-page.png, the README's picture).
+// LABPAGE_DOCS=1 they also become docs/lab-page-waiting.png and docs/lab-page.png, the README's
+// pictures).
 func TestLabPage(t *testing.T) {
 	requirePrereqs(t, "qemu-system-x86_64", "ip", "go", "chromium")
 	requireFiles(t, filepath.Join(vlab.IPXEDir, "undionly.kpxe"))
@@ -68,7 +69,7 @@ func TestLabPage(t *testing.T) {
 	if !strings.Contains(stands, "at its discovery screen") || !strings.Contains(domText(t, browser, row+" .vendor"), "QEMU") {
 		t.Errorf("waiting row: stands %q, vendor %q", stands, domText(t, browser, row+" .vendor"))
 	}
-	screenshot(ctx, t, browser, filepath.Join(kept, "lab-page-waiting.png"))
+	docs(t, screenshot(ctx, t, browser, filepath.Join(kept, "lab-page-waiting.png")), "lab-page-waiting.png")
 
 	// Run the command the page shows, as an admin would copy it.
 	args := strings.Fields(strings.TrimPrefix(command, "bootd "))
@@ -93,13 +94,19 @@ func TestLabPage(t *testing.T) {
 	if same, err := chromedp.Run(browser, chromedp.Evaluate[string](`window.loadedOnce || "reloaded"`)); err != nil || same != "yes" {
 		t.Errorf("the page was loaded again (%q, %v): it must update in place", same, err)
 	}
-	shot := screenshot(ctx, t, browser, filepath.Join(kept, "lab-page-ready.png"))
-	if os.Getenv("LABPAGE_DOCS") != "" {
-		if err := os.WriteFile(filepath.Join("..", "docs", "lab-page.png"), shot, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	docs(t, screenshot(ctx, t, browser, filepath.Join(kept, "lab-page-ready.png")), "lab-page.png")
 	if err := vm.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// docs writes png as docs/name when LABPAGE_DOCS is set: the README shows what the test saw.
+func docs(t *testing.T, png []byte, name string) {
+	t.Helper()
+	if os.Getenv("LABPAGE_DOCS") == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join("..", "docs", name), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

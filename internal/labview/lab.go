@@ -62,6 +62,9 @@ func (h *Hardware) String() string {
 		return ""
 	}
 	s := fmt.Sprintf("%d CPUs, %.1f GiB", h.CPUs, float64(h.MemoryMiB)/1024)
+	if h.CPUs == 1 {
+		s = fmt.Sprintf("1 CPU, %.1f GiB", float64(h.MemoryMiB)/1024)
+	}
 	if h.GPUs > 0 {
 		s += fmt.Sprintf(", %d GPUs (%s)", h.GPUs, h.GPUType)
 	}
