@@ -107,8 +107,9 @@ func (b *Bootd) WaitWaiting(ctx context.Context, macs ...string) error {
 // LogTail is the end of bootd's log, for failure messages.
 func (b *Bootd) LogTail(n int) string { return TailFile(b.Proc.LogPath, n) }
 
-// WriteTestImages builds the test image (with its hardware reporter: its machines become ready) once and publishes it as version 1 of each named image
-// (e.g. "master", "compute") under imagesDir, in the artifact format bootd serves.
+// WriteTestImages builds the test image once, with its hardware reporter (its machines become
+// ready: BuildReportingTestImage), and publishes it as version 1 of each named image (e.g.
+// "master", "compute") under imagesDir, in the artifact format bootd serves.
 func WriteTestImages(imagesDir, stageDir, cmdline string, names ...string) error {
 	release, err := BuildReportingTestImage(stageDir)
 	if err != nil {
