@@ -61,7 +61,11 @@ func unitCommand(t *testing.T, unit string) []string {
 func startMonitoring(ctx context.Context, t *testing.T, c *vcluster.Cluster, dir string, nodes []string) *monitoring {
 	t.Helper()
 	bin := buildBootd(ctx, t, dir)
-	b, err := c.Hub().StartBootd(ctx, bin, filepath.Join(dir, "bootd-run"))
+	run := filepath.Join(dir, "bootd-run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Hub().StartBootd(ctx, bin, run)
 	if err != nil {
 		t.Fatal(err)
 	}

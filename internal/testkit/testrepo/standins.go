@@ -54,6 +54,10 @@ var serviceUnits = map[string][]string{
 	"NetworkManager":  {"NetworkManager"},
 	// nvidia-persistenced ends in "d" but is one word: the rule below would cut nothing.
 	"nvidia-persistenced": {"nvidia-persistenced"},
+	"grafana":             {"grafana-server"},
+	// The monitoring layer runs these with units of its own (lab-node-exporter, lab-prometheus).
+	"golang-github-prometheus":               nil,
+	"golang-github-prometheus-node-exporter": nil,
 }
 
 // unitsFor returns the units a stand-in ships: the table's, or, for a name
