@@ -36,7 +36,7 @@ import (
 // without an edit (monitoring_test.go).
 func TestCluster(t *testing.T) {
 	requirePrereqs(t, "ip", "nsenter", "setpriv", "munged", "munge", "unmunge", "slurmctld", "slurmd", "sinfo", "srun", "scontrol",
-		"chronyd", "chronyc", "bash", "go", "wget", "prometheus", "prometheus-node-exporter")
+		"chronyd", "chronyc", "bash", "go", "wget", "curl", "busybox", "prometheus", "prometheus-node-exporter")
 	requireFiles(t, lmodInit)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -153,7 +153,7 @@ func TestCluster(t *testing.T) {
 	// bootd assign c4: Prometheus scrapes it without an edit of its configuration.
 	t.Run("monitoring finds c4", func(t *testing.T) {
 		start := time.Now()
-		mon.assign(ctx, t, "c4", 4)
+		mon.assign(ctx, t, c.Node("c4"), dir)
 		startNodeExporter(ctx, t, c.Node("c4"))
 		waitUp(ctx, t, master, 60, "master", "c1", "c2", "c3", "c4")
 		t.Logf("Prometheus finds c4, assigned later, up == 1: %s after the assign", time.Since(start).Round(100*time.Millisecond))

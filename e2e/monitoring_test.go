@@ -71,8 +71,8 @@ func startMonitoring(ctx context.Context, t *testing.T, c *vcluster.Cluster, dir
 	}
 	t.Cleanup(func() { b.Proc.Kill(); _ = b.Proc.Wait(context.Background()) })
 	m := &monitoring{bootd: b}
-	for i, name := range nodes {
-		m.assign(ctx, t, name, i)
+	for _, name := range nodes {
+		m.assign(ctx, t, c.Node(name), dir)
 		startNodeExporter(ctx, t, c.Node(name))
 	}
 	master := c.Node("master")
@@ -88,12 +88,45 @@ func startMonitoring(ctx context.Context, t *testing.T, c *vcluster.Cluster, dir
 	return m
 }
 
-// assign names a node in bootd with the MAC TestCluster's assigned() gives it (i: its index).
-func (m *monitoring) assign(ctx context.Context, t *testing.T, name string, i int) {
+// assign makes n known to bootd as a lab admin would: the machine netboots (a PXE DHCP exchange
+// from its namespace, busybox's udhcpc with a PXE ROM's vendor class, then the discovery script's
+// request from the leased address), waits, and `bootd assign NAME --mac MAC` names it; then it
+// drops the discovery address and keeps its static one, as a booted node does. The MAC is its
+// link's own.
+func (m *monitoring) assign(ctx context.Context, t *testing.T, n *vcluster.Node, dir string) {
 	t.Helper()
-	mac := fmt.Sprintf("52:54:00:c1:00:%02x", i+1)
-	if out, err := m.bootd.CLI(ctx, "assign", name, "--mac", mac); err != nil {
-		t.Fatalf("bootd assign %s --mac %s: %v\n%s", name, mac, err, out)
+	// The link's MAC from netlink: the node's /sys is the host's sysfs.
+	link, err := n.Run(ctx, "ip", "-o", "link", "show", "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(link))
+	mac := ""
+	if i := slices.Index(f, "link/ether"); i >= 0 && i+1 < len(f) {
+		mac = f[i+1]
+	}
+	script := filepath.Join(dir, "udhcpc-bound")
+	body := "#!/bin/sh\nif [ \"$1\" = bound ]; then ip addr add \"$ip/$subnet\" dev \"$interface\" && echo \"$ip/$subnet\" > /run/udhcpc.lease; fi\nexit 0\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.Run(ctx, "busybox", "udhcpc", "-i", "eth0", "-f", "-q", "-n", "-t", "5", "-T", "2",
+		"-V", "PXEClient:Arch:00000:UNDI:002001", "-s", script)
+	leaseb, _ := os.ReadFile(n.Path("/run/udhcpc.lease"))
+	lease := strings.TrimSpace(string(leaseb))
+	if err != nil || lease == "" || mac == "" {
+		t.Fatalf("%s: PXE DHCP from %s: %v\n%s", n.Name, mac, err, out)
+	}
+	ip, _, _ := strings.Cut(lease, "/")
+	discovery := "http://10.80.0.1/ipxe/machine?mac=" + mac + "&manufacturer=vcluster&product=" + n.Name
+	if out, err := n.Run(ctx, "curl", "-sf", "--interface", ip, discovery); err != nil || !strings.Contains(string(out), "waiting") {
+		t.Fatalf("%s: discovery script from %s: %v\n%s", n.Name, ip, err, out)
+	}
+	if out, err := m.bootd.CLI(ctx, "assign", n.Name, "--mac", mac); err != nil {
+		t.Fatalf("bootd assign %s --mac %s: %v\n%s", n.Name, mac, err, out)
+	}
+	if out, err := n.Run(ctx, "ip", "addr", "del", lease, "dev", "eth0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
 

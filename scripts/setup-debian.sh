@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  make gcc git ca-certificates
+  make gcc git ca-certificates curl wget
   qemu-system-x86 ovmf ipxe          # PCs that netboot: SeaBIOS + iPXE ROMs, OVMF; iPXE binaries to serve
   linux-image-amd64 busybox-static   # kernel and userland of the test image
   cpio squashfs-tools                # image tooling
