@@ -153,7 +153,7 @@ func TestCluster(t *testing.T) {
 	// bootd assign c4: Prometheus scrapes it without an edit of its configuration.
 	t.Run("monitoring finds c4", func(t *testing.T) {
 		start := time.Now()
-		mon.assign(ctx, t, c.Node("c4"), dir)
+		mon.assign(ctx, t, c.Node("c4"))
 		startNodeExporter(ctx, t, c.Node("c4"))
 		waitUp(ctx, t, master, 60, "master", "c1", "c2", "c3", "c4")
 		t.Logf("Prometheus finds c4, assigned later, up == 1: %s after the assign", time.Since(start).Round(100*time.Millisecond))

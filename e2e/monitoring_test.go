@@ -72,7 +72,7 @@ func startMonitoring(ctx context.Context, t *testing.T, c *vcluster.Cluster, dir
 	t.Cleanup(func() { b.Proc.Kill(); _ = b.Proc.Wait(context.Background()) })
 	m := &monitoring{bootd: b}
 	for _, name := range nodes {
-		m.assign(ctx, t, c.Node(name), dir)
+		m.assign(ctx, t, c.Node(name))
 		startNodeExporter(ctx, t, c.Node(name))
 	}
 	master := c.Node("master")
@@ -93,7 +93,7 @@ func startMonitoring(ctx context.Context, t *testing.T, c *vcluster.Cluster, dir
 // request from the leased address), waits, and `bootd assign NAME --mac MAC` names it; then it
 // drops the discovery address and keeps its static one, as a booted node does. The MAC is its
 // link's own.
-func (m *monitoring) assign(ctx context.Context, t *testing.T, n *vcluster.Node, dir string) {
+func (m *monitoring) assign(ctx context.Context, t *testing.T, n *vcluster.Node) {
 	t.Helper()
 	// The link's MAC from netlink: the node's /sys is the host's sysfs.
 	link, err := n.Run(ctx, "ip", "-o", "link", "show", "eth0")
@@ -105,9 +105,9 @@ func (m *monitoring) assign(ctx context.Context, t *testing.T, n *vcluster.Node,
 	if i := slices.Index(f, "link/ether"); i >= 0 && i+1 < len(f) {
 		mac = f[i+1]
 	}
-	script := filepath.Join(dir, "udhcpc-bound")
+	const script = "/run/udhcpc-bound" // in the node: its /tmp and /run are its own
 	body := "#!/bin/sh\nif [ \"$1\" = bound ]; then ip addr add \"$ip/$subnet\" dev \"$interface\" && echo \"$ip/$subnet\" > /run/udhcpc.lease; fi\nexit 0\n"
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+	if err := os.WriteFile(n.Path(script), []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out, err := n.Run(ctx, "busybox", "udhcpc", "-i", "eth0", "-f", "-q", "-n", "-t", "5", "-T", "2",
