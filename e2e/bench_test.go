@@ -38,7 +38,7 @@ func TestBenchmarksRun(t *testing.T) {
 			t.Fatalf("build bootd: %v\n%s", err, out)
 		}
 		out := runBench(ctx, t, "../bench/bootstorm", "--bootd", bin, "--n", "10", "--repeat", "2", "--rootfs-mib", "8")
-		for _, want := range []string{"### N = 10", "| time until all N are done |", "| server peak RSS", "the median of the 2 pairs' ratios", "| control / baseline |"} {
+		for _, want := range []string{"### N = 10", "| time until all N are done |", "| server peak RSS", "the median of the 2 pairs' ratios", "| control / baseline |", "scraped / bootd |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("report has no %q", want)
 			}

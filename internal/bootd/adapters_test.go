@@ -39,7 +39,7 @@ func daemonOn(t *testing.T, state string) *daemon {
 	t.Cleanup(func() { _ = inv.Compact() }) // OFFERs' background writes end before state is removed
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	d := &daemon{cfg: config.Default(), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
+	d := &daemon{cfg: config.Default(), server: netip.MustParseAddr("10.80.0.1"), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
 		started: time.Now(), secrets: sec, templates: overlays.FS, remote: ratelog.New(ratelog.Every),
 		booting: bootphase.New(bootphase.DefaultPatience), stages: newStages()}
 	d.roleImages = newRoleImages(d)
