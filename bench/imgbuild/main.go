@@ -19,7 +19,7 @@
 //
 // It needs root (rpm installs files as their owners) and the packages of scripts/setup-debian.sh.
 //
-//	go run ./bench/imgbuild [--image compute] [--layer nfs] [--runs 3] [--out FILE]
+//	go run ./bench/imgbuild [--image compute] [--layer monitoring] [--runs 3] [--out FILE]
 package main
 
 import (
@@ -54,7 +54,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.tree, "tree", ".", "the project tree whose layers/ and images/ are built")
 	flag.StringVar(&o.image, "image", "compute", "the image to build (images/<image>.toml)")
-	flag.StringVar(&o.layer, "layer", "nfs", "the layer the one-layer rebuild edits")
+	flag.StringVar(&o.layer, "layer", "monitoring", "the layer the one-layer rebuild edits (default: compute's top layer, the best case)")
 	flag.IntVar(&o.runs, "runs", 3, "how many times to measure each figure (the report shows the median)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory instead of removing it")
 	out := flag.String("out", "", "also write the Markdown report to this file")
