@@ -83,7 +83,7 @@ func TestLabPage(t *testing.T) {
 		t.Errorf("the page showed master ready at once (%v): it did not follow the boot", states)
 	}
 	for cell, want := range map[string]string{".address": "10.80.0.100", ".role": "master", ".version": "master 1",
-		".stage": "reported its hardware", ".hardware": "CPUs"} {
+		".stage": "reported its hardware", ".hardware": " CPU"} {
 		if got := domText(t, browser, node+" "+cell); !strings.Contains(got, want) {
 			t.Errorf("master's %s cell: %q, want %q", cell, got, want)
 		}
