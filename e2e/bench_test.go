@@ -26,7 +26,7 @@ func TestBenchmarksRun(t *testing.T) {
 	defer cancel()
 	t.Run("image builds", func(t *testing.T) {
 		out := runBench(ctx, t, "../bench/imgbuild", "--tree", "..", "--runs", "1")
-		for _, want := range []string{"| full build, empty cache", "| rebuild after editing layer nfs (1 of ", "| rootfs.squashfs |"} {
+		for _, want := range []string{"| full build, empty cache", "| rebuild after editing layer monitoring (1 of ", "| rootfs.squashfs |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("report has no %q", want)
 			}
