@@ -96,6 +96,13 @@ func killLoop(ctx context.Context, t *testing.T, l *imgLab, bin string) {
 				}
 			}
 		}
+		if publishedWhole(out, version) {
+			// The kill came after the version was renamed into place (the build still had its
+			// cache to prune): it is there whole and verifies, which is what a kill may leave.
+			t.Logf("build %s was killed at %s, after it published its version: whole and verified", version, delay)
+			_ = os.RemoveAll(filepath.Join(out, "compute", version))
+			continue
+		}
 		noVersion(t, filepath.Join(out, "compute", version))
 		vs, err := imgbuild.List(out, "compute")
 		if err != nil || len(vs) != len(before) {
@@ -147,4 +154,18 @@ func mountsUnder(dir string) []string {
 		}
 	}
 	return ms
+}
+
+// publishedWhole reports whether out holds compute's version and it verifies as bootd would.
+func publishedWhole(out, version string) bool {
+	vs, err := imgbuild.List(out, "compute")
+	if err != nil {
+		return false
+	}
+	for _, v := range vs {
+		if v.Err == nil && v.Image != nil && v.Image.Manifest.Version == version {
+			return true
+		}
+	}
+	return false
 }
