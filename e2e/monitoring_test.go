@@ -82,7 +82,7 @@ func startMonitoring(ctx context.Context, t *testing.T, c *vcluster.Cluster, dir
 	if out, err := master.Run(ctx, "mkdir", "-p", "/var/lib/lab-prometheus"); err != nil { // the unit's StateDirectory
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if err := master.Start(ctx, "prometheus", unitCommand(t, "lab-prometheus.service")...); err != nil {
+	if err := master.StartDaemon(ctx, "prometheus", unitCommand(t, "lab-prometheus.service")...); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -137,7 +137,7 @@ func startNodeExporter(ctx context.Context, t *testing.T, n *vcluster.Node) {
 	if out, err := n.Run(ctx, "mkdir", "-p", "/var/lib/node_exporter/textfile"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if err := n.Start(ctx, "node_exporter", unitCommand(t, "lab-node-exporter.service")...); err != nil {
+	if err := n.StartDaemon(ctx, "node_exporter", unitCommand(t, "lab-node-exporter.service")...); err != nil {
 		t.Fatal(err)
 	}
 }

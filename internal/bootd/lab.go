@@ -9,6 +9,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/labview"
 	"github.com/labcluster/gpucluster/internal/metrics"
+	"github.com/labcluster/gpucluster/internal/power"
 )
 
 // stages remembers, per node name, the last step of its boot bootd saw and the image version it
@@ -159,8 +160,11 @@ func (l labSource) Lab() labview.Lab {
 	lab := labview.Lab{Taken: now, Server: labview.Server{Interface: d.cfg.Interface, Address: d.server, Started: d.started},
 		Images: d.roleImages.get()}
 	var names []string
+	powered := d.powered.snapshot()
 	for _, n := range nodes {
-		lab.Nodes = append(lab.Nodes, l.node(n))
+		ln := l.node(n)
+		ln.Power = powerState(powered[n.Name])
+		lab.Nodes = append(lab.Nodes, ln)
 		names = append(names, n.Name)
 	}
 	for i := range lab.Images {
@@ -203,6 +207,15 @@ func (l labSource) node(n inventory.Node) labview.Node {
 		}
 	}
 	return ln
+}
+
+// powerState is what the page shows of a node's power: on or off as its BMC last said, "" when
+// bootd knows nothing (no BMC asked, or a magic packet sent: that says nothing of the state).
+func powerState(r power.Result) string {
+	if r.State == power.StateOn || r.State == power.StateOff {
+		return string(r.State)
+	}
+	return ""
 }
 
 func vendor(f inventory.Facts) string { return strings.TrimSpace(f.Manufacturer + " " + f.Product) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/power"
 )
 
 // TestViews serves the daemon's read-only views as its HTTP listener mounts them and follows a
@@ -55,8 +56,9 @@ func TestViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	progress{d}.Fetching(netip.MustParseAddr("10.80.0.104"), "rootfs.squashfs")
+	d.powered.record([]power.Result{{Node: "c4", Method: "ipmi", State: power.StateOn}})
 	part := get("/?part=lab")
-	for _, want := range []string{`data-node="c4" data-state="assigned"`, "fetching rootfs.squashfs", "No machine is waiting"} {
+	for _, want := range []string{`data-node="c4" data-state="assigned"`, "fetching rootfs.squashfs", "No machine is waiting", `<td class="power">on</td>`} {
 		if !strings.Contains(part, want) {
 			t.Errorf("page after assign c4 lacks %q:\n%s", want, part)
 		}

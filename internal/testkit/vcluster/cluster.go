@@ -61,10 +61,6 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 	return &Cluster{cfg: cfg, hub: hub}, nil
 }
 
-// Hub is the hub namespace holding the bridge (at Config.Bridge's address): where a test runs
-// what the nodes reach at that address, such as bootd.
-func (c *Cluster) Hub() *vlab.Lab { return c.hub }
-
 // Node returns the node of that name, or nil.
 func (c *Cluster) Node(name string) *Node {
 	c.mu.Lock()

@@ -144,11 +144,11 @@ func (n *Node) startUnit(ctx context.Context, u unit) error {
 	return nil
 }
 
-// Start runs argv in the node as the daemon name, in the foreground, its output in the node's
-// log of that name (LogPath), until the node is closed; the cluster's checks report it if it
-// exits. For daemons the harness does not start itself (the monitoring layer's, say): the test
+// StartDaemon runs argv in the node as the daemon name, in the foreground, its output in the
+// node's log of that name (LogPath), until the node is closed; the cluster's checks report it if
+// it exits. For daemons the harness does not start itself (the monitoring layer's, say): the test
 // takes their command lines from the image's own units.
-func (n *Node) Start(ctx context.Context, name string, argv ...string) error {
+func (n *Node) StartDaemon(ctx context.Context, name string, argv ...string) error {
 	return n.startUnit(ctx, unit{name: name, argv: argv})
 }
 
