@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
+	"os"
 	"path/filepath"
 
 	"github.com/labcluster/gpucluster/internal/config"
@@ -32,4 +34,11 @@ func (c *clientFlags) client() (*ctl.Client, error) {
 		dir = c.stateDir
 	}
 	return ctl.NewClient(filepath.Join(dir, ctl.SocketName)), nil
+}
+
+// printJSON writes a reply to standard output as indented JSON, for --json.
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

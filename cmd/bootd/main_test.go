@@ -186,6 +186,13 @@ func TestPrintPower(t *testing.T) {
 	if got := nodePower(nil, "x"); got != "-" {
 		t.Errorf("nodePower of a node bootd knows nothing of = %q", got)
 	}
+	// Exit status 1 when any node was not reached, naming it; 0 otherwise.
+	if err := notReached(rs); err == nil || err.Error() != "1 of 3 nodes not reached: c2" {
+		t.Errorf("notReached = %v, want c2 named", err)
+	}
+	if err := notReached([]power.Result{rs[0], rs[2]}); err != nil {
+		t.Errorf("notReached of nodes all reached = %v", err)
+	}
 }
 
 // TestPrintReport: `bootd check` prints a line per node, then each failure with what was seen

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,20 +73,28 @@ func runPower(args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
+		if err := printJSON(r); err != nil {
 			return err
 		}
 	} else {
 		printPower(os.Stdout, r.Results)
 	}
-	for _, res := range r.Results {
-		if res.Failed() {
-			os.Exit(1)
+	return notReached(r.Results)
+}
+
+// notReached is the error of an action that failed on some nodes (exit status 1): each failure
+// is on its node's line already, so it only names them.
+func notReached(rs []power.Result) error {
+	var failed []string
+	for _, r := range rs {
+		if r.Failed() {
+			failed = append(failed, r.Node)
 		}
 	}
-	return nil
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d nodes not reached: %s", len(failed), len(rs), strings.Join(failed, ", "))
 }
 
 // printPower prints one line per node: its power, how bootd reaches it and what happened.
