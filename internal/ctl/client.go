@@ -32,7 +32,7 @@ func (e *Error) Error() string { return e.Message }
 type Client struct {
 	path string
 	http *http.Client
-	slow *http.Client // without a timeout: for requests the daemon bounds itself
+	slow *http.Client // without a timeout: for requests the daemon bounds itself (Power, Check)
 }
 
 // NewClient returns a client for the socket at path.
@@ -44,7 +44,8 @@ func NewClient(path string) *Client {
 	return &Client{path: path, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, slow: &http.Client{Transport: tr}}
 }
 
-// SetTimeout bounds every request but the slow ones (Power) to d: shell completion must not hang.
+// SetTimeout bounds every request but the slow ones (Power, Check) to d: shell completion must
+// not hang.
 func (c *Client) SetTimeout(d time.Duration) { c.http.Timeout = d }
 
 // Nodes returns the inventory.
@@ -98,9 +99,7 @@ func (c *Client) Check(names []string, progress func(string)) (check.Report, err
 	if err != nil {
 		return check.Report{}, err
 	}
-	hc := *c.http
-	hc.Timeout = 0
-	resp, err := hc.Do(req)
+	resp, err := c.slow.Do(req)
 	if err != nil {
 		return check.Report{}, c.dialError(err)
 	}
