@@ -42,7 +42,10 @@ func runBuild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	o.Version, o.KeepCache, o.PackageArchive = *version, *keepCache, *archive
+	o.Version, o.KeepCache = *version, *keepCache
+	if o.PackageArchive, err = packageArchive(*archive); err != nil {
+		return err
+	}
 	r, err := imgbuild.Build(ctx, pos[0], o)
 	if err != nil {
 		return err

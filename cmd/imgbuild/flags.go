@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/term"
@@ -71,4 +72,21 @@ func parse(fs *flag.FlagSet, args []string, n int, what string) ([]string, error
 		return nil, fmt.Errorf("%w: want %s", errUsage, what)
 	}
 	return pos, nil
+}
+
+// packageArchive is --package-archive as the build fetches from it: a URL as given, a directory
+// made absolute (the fetcher takes a path only when absolute: a relative one failed for every
+// package and the build fell through to the mirrors), and refused here when it is no directory.
+func packageArchive(s string) (string, error) {
+	if s == "" || strings.Contains(s, "://") {
+		return s, nil
+	}
+	dir, err := filepath.Abs(s)
+	if err != nil {
+		return "", err
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("--package-archive %s: not a directory (want a directory or URL of <sha256>.rpm files)", s)
+	}
+	return dir, nil
 }
