@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/completion"
 )
@@ -62,7 +63,7 @@ func runCompletion(_ context.Context, args []string) error {
 
 // completeCommand is what the scripts run as Tab is pressed: imgbuild __complete [--out DIR]
 // images|versions -- [arguments so far]. It lists the images directory as bootd would find it
-// (a version is a directory with a manifest.json); nothing when it cannot.
+// (artifact.ReadNames; a version holds a manifest.json); nothing when it cannot.
 const completeCommand = "__complete"
 
 func runComplete(_ context.Context, args []string) error {
@@ -91,25 +92,19 @@ func runComplete(_ context.Context, args []string) error {
 	return nil
 }
 
-// subdirs are dir's directories: image versions (holding a manifest.json) when versions, else
-// images (holding at least one directory).
+// subdirs are the image names in dir, or with versions the versions in dir that hold a manifest:
+// the names artifact.ReadNames accepts, which bootd's catalog and imgbuild list read too.
 func subdirs(dir string, versions bool) []string {
-	entries, err := os.ReadDir(dir)
+	names, err := artifact.ReadNames(dir)
 	if err != nil {
 		return nil
 	}
-	var out []string
-	for _, e := range entries {
-		if !e.IsDir() || e.Name()[0] == '.' {
-			continue
-		}
-		if versions {
-			if _, err := os.Stat(filepath.Join(dir, e.Name(), "manifest.json")); err != nil {
-				continue
-			}
-		}
-		out = append(out, e.Name())
+	if versions {
+		names = slices.DeleteFunc(names, func(v string) bool {
+			_, err := os.Stat(filepath.Join(dir, v, artifact.ManifestFile))
+			return err != nil
+		})
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(names)
+	return names
 }
