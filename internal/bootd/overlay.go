@@ -92,7 +92,7 @@ func (r Renderer) plan() []overlay.Node {
 	cfg := r.Config
 	names := []string{cfg.Master.Name}
 	for i := 1; i <= cfg.Compute.MaxNodes; i++ {
-		names = append(names, fmt.Sprintf("%s%d", cfg.Compute.Prefix, i))
+		names = append(names, cfg.ComputeName(i))
 	}
 	var plan []overlay.Node
 	for _, name := range names {

@@ -271,7 +271,7 @@ func (d *daemon) names() ctl.Names {
 		out.Free = append(out.Free, d.cfg.Master.Name)
 	}
 	for i := 1; i <= d.cfg.Compute.MaxNodes; i++ {
-		if name := fmt.Sprintf("%s%d", d.cfg.Compute.Prefix, i); !taken[name] {
+		if name := d.cfg.ComputeName(i); !taken[name] {
 			out.Free = append(out.Free, name)
 			break
 		}

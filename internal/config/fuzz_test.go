@@ -48,7 +48,7 @@ func FuzzLoad(f *testing.F) {
 // subnet and outside the discovery pool.
 func checkPlaces(t *testing.T, c Config) {
 	t.Helper()
-	for _, name := range []string{c.Master.Name, c.computeName(1), c.computeName(c.Compute.MaxNodes)} {
+	for _, name := range []string{c.Master.Name, c.ComputeName(1), c.ComputeName(c.Compute.MaxNodes)} {
 		p, err := c.Place(name)
 		if err != nil {
 			t.Errorf("Place(%q) in a valid config: %v", name, err)

@@ -72,7 +72,7 @@ func (c Config) handedOut() []span {
 	last, _ := addN(c.Compute.FirstAddress, c.Compute.MaxNodes-1)
 	return []span{
 		{"the master", []string{"master.address"}, []string{"master.address"}, m, m},
-		{fmt.Sprintf("compute nodes %s..%s", c.computeName(1), c.computeName(c.Compute.MaxNodes)),
+		{fmt.Sprintf("compute nodes %s..%s", c.ComputeName(1), c.ComputeName(c.Compute.MaxNodes)),
 			[]string{"compute.first_address"}, []string{"compute.first_address", "compute.max_nodes"}, c.Compute.FirstAddress, last},
 		{"the discovery pool", []string{"discovery.pool_start"}, []string{"discovery.pool_end"},
 			c.Discovery.PoolStart, c.Discovery.PoolEnd},

@@ -55,7 +55,7 @@ func (c Config) computeNumber(name string) (int, error) {
 
 func (c Config) noRole(name, why string) error {
 	return &noRoleError{fmt.Sprintf("name %q fits no role: use %q or %s..%s%s",
-		name, c.Master.Name, c.computeName(1), c.computeName(c.Compute.MaxNodes), why)}
+		name, c.Master.Name, c.ComputeName(1), c.ComputeName(c.Compute.MaxNodes), why)}
 }
 
 // noRoleError keeps Place's message free of ErrNoRole's text while still

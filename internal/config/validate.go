@@ -222,8 +222,8 @@ func (c Config) checkCompute() error {
 		return c.err("compute.prefix", "%q ends in a digit, which makes names like %s1 hard to read", cr.Prefix, cr.Prefix)
 	case cr.MaxNodes < 1:
 		return c.err("compute.max_nodes", "%d is too small (want at least 1)", cr.MaxNodes)
-	case !validLabel(c.computeName(cr.MaxNodes)):
-		return c.errorf([]string{"compute.prefix", "compute.max_nodes"}, "node name %s would be longer than 63 characters", c.computeName(cr.MaxNodes))
+	case !validLabel(c.ComputeName(cr.MaxNodes)):
+		return c.errorf([]string{"compute.prefix", "compute.max_nodes"}, "node name %s would be longer than 63 characters", c.ComputeName(cr.MaxNodes))
 	}
 	if err := c.checkHost("compute.first_address", cr.FirstAddress); err != nil {
 		return err
@@ -245,7 +245,8 @@ func (c Config) checkLast() error {
 		"%d compute nodes from %s do not fit in subnet %s", c.Compute.MaxNodes, c.Compute.FirstAddress, p)
 }
 
-func (c Config) computeName(n int) string {
+// ComputeName is the name of compute node n: the prefix and the number, c1 for 1.
+func (c Config) ComputeName(n int) string {
 	return fmt.Sprintf("%s%d", c.Compute.Prefix, n)
 }
 
