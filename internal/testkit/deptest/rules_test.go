@@ -15,12 +15,15 @@ func pkgs(names ...string) []string {
 	return out
 }
 
-// builder are the image builder's packages, server the appliance's.
+// builder are the image builder's packages, server the appliance's: docs/ARCHITECTURE.md's
+// "Build side" and "Server side".
 var (
 	builder = pkgs("internal/spec", "internal/resolve", "internal/rpmcmd", "internal/rootfs", "internal/pack",
 		"internal/child", "internal/imgbuild")
 	server = pkgs("internal/bootd", "internal/dhcpd", "internal/tftpd", "internal/httpd", "internal/inventory",
-		"internal/secrets", "internal/ctl", "internal/config", "internal/overlay")
+		"internal/secrets", "internal/ctl", "internal/config", "internal/overlay", "overlays",
+		"internal/power", "internal/hostlist", "internal/check", "internal/masterssh",
+		"internal/bootphase", "internal/ratelog", "internal/neigh", "internal/arpprobe")
 )
 
 // rules are docs/ARCHITECTURE.md's import rules.
