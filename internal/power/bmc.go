@@ -15,7 +15,8 @@ import (
 var providers = map[string]string{MethodIPMI: "ipmitool", MethodRedfish: "gofish"}
 
 // openBMC connects to a BMC through bmclib, with only the provider of b's protocol: bmclib
-// would otherwise try every vendor's API in turn.
+// would otherwise try every vendor's API in turn. Redfish logs in to a session here; IPMI logs
+// in with each request.
 func openBMC(ctx context.Context, b BMC) (Controller, error) {
 	provider, ok := providers[b.Protocol]
 	if !ok {
@@ -36,23 +37,42 @@ func openBMC(ctx context.Context, b BMC) (Controller, error) {
 	}
 	c := bmclib.NewClient(host, b.User, string(b.Password), opts...)
 	c.Registry.Drivers = c.Registry.For(provider)
-	if err := c.Open(ctx); err != nil {
-		return nil, fmt.Errorf("cannot log in (is it on the network, and are the user and the password given with `bootd power password` right?): %s", oneLine(err))
+	if b.Protocol == MethodIPMI {
+		// ipmitool logs in afresh at every run: bmclib's Open would be one more `chassis power
+		// status`, which the caller asks next anyway (and the poll once a minute per BMC).
+		return &bmclibController{c: c, loggingIn: true}, nil
 	}
-	return bmclibController{c}, nil
+	if err := c.Open(ctx); err != nil { // Redfish: a session
+		return nil, loginError(err)
+	}
+	return &bmclibController{c: c}, nil
 }
 
-type bmclibController struct{ c *bmclib.Client }
+// loginError is a BMC that refused bootd or did not answer its first request.
+func loginError(err error) error {
+	return fmt.Errorf("cannot log in (is it on the network, and are the user and the password given with `bootd power password` right?): %s", oneLine(err))
+}
 
-func (b bmclibController) PowerState(ctx context.Context) (State, error) {
+type bmclibController struct {
+	c *bmclib.Client
+	// loggingIn: no request has succeeded yet and none was a login of its own (IPMI), so a
+	// failure is the login's.
+	loggingIn bool
+}
+
+func (b *bmclibController) PowerState(ctx context.Context) (State, error) {
 	s, err := b.c.GetPowerState(ctx)
-	if err != nil {
+	switch {
+	case err != nil && b.loggingIn:
+		return StateUnknown, loginError(err)
+	case err != nil:
 		return StateUnknown, errors.New(oneLine(err))
 	}
+	b.loggingIn = false
 	return normalise(s), nil
 }
 
-func (b bmclibController) SetPower(ctx context.Context, state string) error {
+func (b *bmclibController) SetPower(ctx context.Context, state string) error {
 	ok, err := b.c.SetPowerState(ctx, state)
 	if err != nil {
 		return errors.New(oneLine(err))
@@ -69,4 +89,4 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
-func (b bmclibController) Close(ctx context.Context) { _ = b.c.Close(ctx) }
+func (b *bmclibController) Close(ctx context.Context) { _ = b.c.Close(ctx) }
