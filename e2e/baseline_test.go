@@ -159,7 +159,7 @@ func requirePrereqs(t *testing.T, tools ...string) {
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("e2e tests need %s: %v (apt-get install qemu-system-x86 ovmf ipxe dnsmasq iproute2)", tool, err)
+			t.Fatalf("e2e tests need %s: %v (scripts/setup-debian.sh installs every tool they use)", tool, err)
 		}
 	}
 }

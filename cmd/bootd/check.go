@@ -16,9 +16,9 @@ import (
 const checkHelp = `Usage: bootd check [NAME...] [--json] [--verbose]
 
 Proves that the cluster works for its users, node by node (every assigned node, or the NAMEs
-given, as names or host lists: c1 c[2-4] master): bootd logs in to the master as root over SSH (with the cluster's root key, trusting the
-master's host certificate from the cluster's host CA), and from there runs each node's own
-tools over SSH:
+given, as names or host lists: c1 c[2-4] master): bootd logs in to the master as root over SSH
+(with the cluster's root key, trusting the master's host certificate from the cluster's host
+CA), and from there runs each node's own tools over SSH:
 
   ssh           the master reaches the node as root
   munge         a credential made on the node decodes on the master

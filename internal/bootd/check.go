@@ -23,10 +23,9 @@ import (
 const checkTimeout = 15 * time.Minute
 
 // Check runs `bootd check` on the nodes of the host lists (every assigned node when none) from
-// the master,
-// over SSH with the cluster's root key (internal/masterssh), and records the outcome: a ready
-// node that passed is validated, a validated one that failed is ready again. One check runs at
-// a time.
+// the master, over SSH with the cluster's root key (internal/masterssh), and records the
+// outcome: a ready node that passed is validated, a validated one that failed is ready again.
+// One check runs at a time.
 func (c controller) Check(ctx context.Context, names []string, progress func(string)) (check.Report, error) {
 	d := c.d
 	if !d.checking.TryLock() {

@@ -88,7 +88,8 @@ func (c *Config) setBMC(k toml.Key, v any) error {
 }
 
 // bmc returns the BMC of node, added if c has none yet. Protocol and user stay empty until
-// checkBMCs fills in the defaults, which the file may set after the node's table.
+// withBMCDefaults fills in the defaults once the whole file is read: [bmc] may set them after
+// the node's table.
 func (c *Config) bmc(node string) *BMC {
 	i := slices.IndexFunc(c.BMC.Nodes, func(b BMC) bool { return b.Node == node })
 	if i < 0 {
