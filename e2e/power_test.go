@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -218,13 +219,7 @@ func seedInventory(t *testing.T, state string, cfg config.Config, macs map[strin
 		t.Fatal(err)
 	}
 	var nodes []inventory.Node
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range macs {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(macs)) {
 		p, err := cfg.Place(name)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package bootd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -211,7 +212,7 @@ func (d *daemon) nodePower(ctx context.Context, from netip.AddrPort, body []byte
 		return "", nil, fmt.Errorf("%s (%s) asked to switch nodes: only the master may (Slurm's power saving): %w", asker.Name, asker.Role, httpd.ErrForbidden)
 	}
 	var req nodePowerRequest
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return asker.Name, nil, fmt.Errorf("power request: %w: %w", err, httpd.ErrInvalid)
