@@ -48,10 +48,7 @@ func (c controller) Check(ctx context.Context, names []string, progress func(str
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	d.log.WithFields(logrus.Fields{"nodes": len(nodes), "master": master.Name}).Info("bootd check started")
-	rep, err := check.Run(ctx, client, check.Options{Master: master, Nodes: nodes, Progress: progress})
-	if err != nil {
-		return rep, err
-	}
+	rep := check.Run(ctx, client, check.Options{Master: master, Nodes: nodes, Progress: progress})
 	for i, n := range rep.Nodes {
 		rep.Nodes[i].State = d.recordCheck(n)
 	}

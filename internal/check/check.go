@@ -3,7 +3,6 @@ package check
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,25 +30,18 @@ type Options struct {
 	Progress func(string)
 	// roots prefixes the share paths (/home, ...): tests run the scripts on a scratch tree.
 	roots string
-	nonce string
 }
 
-// Run checks every node of opts through m and reports on each. Run itself fails only for
-// reasons of its own (no randomness); a master that cannot be reached fails every node's first
-// check instead, so the report still names each node.
-func Run(ctx context.Context, m Master, opts Options) (Report, error) {
+// Run checks every node of opts through m and reports on each. A master that cannot be reached
+// fails every node's first check, so the report still names each node.
+func Run(ctx context.Context, m Master, opts Options) Report {
 	r := Report{Master: fmt.Sprintf("%s (%s)", opts.Master.Name, opts.Master.Address), Started: time.Now()}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 8
 	}
-	if opts.nonce == "" {
-		b := make([]byte, 12)
-		if _, err := rand.Read(b); err != nil {
-			return r, err
-		}
-		opts.nonce = hex.EncodeToString(b)
-	}
-	run := &run{m: m, opts: opts, s: newScripts(opts.nonce, opts.roots)}
+	// Two secrets: the token goes into the shares, readable by every user of every node for
+	// the run, so it cannot be the marker that no output may forge.
+	run := &run{m: m, opts: opts, s: newScripts(rand.Text(), rand.Text(), opts.roots)}
 	r.Nodes = run.all(ctx)
 	r.Passed = true
 	for i, n := range r.Nodes {
@@ -57,7 +49,7 @@ func Run(ctx context.Context, m Master, opts Options) (Report, error) {
 		r.Passed = r.Passed && (n.Skipped || r.Nodes[i].Passed)
 	}
 	r.Took = time.Since(r.Started)
-	return r, nil
+	return r
 }
 
 type run struct {
@@ -217,7 +209,7 @@ func (r *run) computeReport(n inventory.Node, sec, master, finish map[string]sec
 	}
 	nr.Results = append(nr.Results, judgeMunge(n.Name, sec, finish), slurmd, judgeSrun(n.Name, ran, finish))
 	for _, sh := range shares {
-		nr.Results = append(nr.Results, judgeShare(sh.check, sh.path, n.Name, r.s.nonce, sec))
+		nr.Results = append(nr.Results, judgeShare(sh.check, sh.path, n.Name, r.s.token, sec))
 	}
 	nr.Results = append(nr.Results,
 		judgeChrony(n.Name, r.opts.Master.Address.String(), sec),

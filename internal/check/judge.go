@@ -197,9 +197,9 @@ func hasLine(out, want string) bool {
 }
 
 // judgeShare: the node reads the token the master wrote into the share.
-func judgeShare(check, path, name, nonce string, node map[string]section) Result {
+func judgeShare(check, path, name, token string, node map[string]section) Result {
 	mount := node[check+"-mount"].out
-	if s := node[check]; !s.ok() || strings.TrimSpace(s.out) != nonce {
+	if s := node[check]; !s.ok() || strings.TrimSpace(s.out) != token {
 		return fail(check, name+"'s "+path+" does not show the master's "+path+" (mounted there: "+orNone(mount)+")",
 			"`mount "+path+"` on "+name+" (its /etc/fstab line master:"+path+" comes from bootd's overlay); on the master, `exportfs -v` must list "+path+" for the lab subnet")
 	}

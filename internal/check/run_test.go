@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/labcluster/gpucluster/internal/inventory"
@@ -47,13 +49,17 @@ echo MODULEPATH=/opt/software/modules/all:/usr/share/modulefiles; echo /opt/soft
 exec /bin/cat "$@"`,
 }
 
-// shMaster runs the scripts with the host's sh and the stubs first on PATH.
+// shMaster runs the scripts with the host's sh and the stubs first on PATH, and keeps them.
 type shMaster struct {
 	path, broken string
+	mu           sync.Mutex
 	scripts      []string
 }
 
 func (m *shMaster) Run(ctx context.Context, script string) (string, error) {
+	m.mu.Lock()
+	m.scripts = append(m.scripts, script)
+	m.mu.Unlock()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-s")
 	cmd.Env = []string{"PATH=" + m.path, "BROKEN=" + m.broken}
 	cmd.Stdin = strings.NewReader(script)
@@ -110,10 +116,7 @@ func TestRun(t *testing.T) {
 			}
 			m := &shMaster{path: bin + ":/usr/bin:/bin", broken: tt.broken}
 			var progress []string
-			r, err := Run(context.Background(), m, Options{Master: master, Nodes: nodes, roots: roots, Progress: func(s string) { progress = append(progress, s) }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := Run(context.Background(), m, Options{Master: master, Nodes: nodes, roots: roots, Progress: func(s string) { progress = append(progress, s) }})
 			if r.Passed != (len(tt.failed) == 0) {
 				t.Errorf("report passed %v, want %v", r.Passed, len(tt.failed) == 0)
 			}
@@ -138,6 +141,13 @@ func TestRun(t *testing.T) {
 			if len(progress) < 4 {
 				t.Errorf("progress: %q", progress)
 			}
+			// The token in the shares, which every user of a node may read while the run lasts,
+			// is not the marker that frames the output.
+			marker := regexp.MustCompile(`(?m)^M='([^']+)'$`).FindStringSubmatch(m.scripts[0])
+			token := regexp.MustCompile(`printf '%s\\n' '([^']+)' >`).FindStringSubmatch(m.scripts[0])
+			if marker == nil || token == nil || strings.Contains(marker[1], token[1]) {
+				t.Errorf("marker %q, token %q: want two random values\n%s", marker, token, m.scripts[0])
+			}
 		})
 	}
 }
@@ -146,10 +156,7 @@ func TestRun(t *testing.T) {
 func TestRunMasterUnreachable(t *testing.T) {
 	master := inventory.Node{Name: "master", Role: "master", Address: netip.MustParseAddr("10.80.0.100")}
 	nodes := []inventory.Node{master, {Name: "c1", Role: "compute"}}
-	r, err := Run(context.Background(), failing{}, Options{Master: master, Nodes: nodes})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := Run(context.Background(), failing{}, Options{Master: master, Nodes: nodes})
 	if r.Passed || len(r.Nodes) != 2 {
 		t.Fatalf("report %+v", r)
 	}

@@ -18,15 +18,15 @@ const modulesDir = "/opt/software/modules/all"
 const tokenName = ".bootd-check"
 
 // scripts builds the shell scripts a run sends to the master: every one is fixed text but for
-// the run's nonce and the node names, which are quoted.
+// the run's two random values and the node names, which are quoted.
 type scripts struct {
-	nonce  string
-	marker string
+	marker string // frames each command's output (sections.go): known to bootd and the master only
+	token  string // written into the shares for the computes to read back
 	roots  string // prefix of every share path: "" but in tests
 }
 
-func newScripts(nonce, roots string) scripts {
-	return scripts{nonce: nonce, marker: "@@bootd-check-" + nonce, roots: roots}
+func newScripts(nonce, token, roots string) scripts {
+	return scripts{marker: "@@bootd-check-" + nonce, token: token, roots: roots}
 }
 
 func (s scripts) share(path string) string { return s.roots + path }
@@ -38,7 +38,7 @@ func (s scripts) prepare() string {
 	b.WriteString(shellHelpers(s.marker))
 	for _, sh := range shares {
 		tok := s.share(sh.path) + "/" + tokenName
-		fmt.Fprintf(&b, "sec token-%s; printf '%%s\\n' %s > %s && chmod 0644 %s; rc $?\n", sh.check, quote(s.nonce), quote(tok), quote(tok))
+		fmt.Fprintf(&b, "sec token-%s; printf '%%s\\n' %s > %s && chmod 0644 %s; rc $?\n", sh.check, quote(s.token), quote(tok), quote(tok))
 	}
 	b.WriteString("sec slurmctld; timeout 20 scontrol ping 2>&1; rc $?\n")
 	b.WriteString("sec munge; timeout 20 munge -n 2>&1 | timeout 20 unmunge 2>&1; rc $?\n")
