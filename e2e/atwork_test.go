@@ -49,19 +49,7 @@ func TestLabAtWork(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	dir := artifactDir(t)
-	c, err := vcluster.New(ctx, vcluster.Config{
-		Dir: dir, Bridge: netip.MustParsePrefix("10.80.0.1/24"),
-		Accounts: append(layerAccounts(t, "munge", "slurm"), labUser),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	defer logsOnFailure(t, dir)
+	c := newCluster(ctx, t, dir, labUser)
 	b := startLabBootd(ctx, t, c.Hub(), dir)
 	defer logTailOnFailure(t, b.Proc.LogPath)
 

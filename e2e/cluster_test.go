@@ -42,20 +42,7 @@ func TestCluster(t *testing.T) {
 	defer cancel()
 
 	dir := artifactDir(t)
-	c, err := vcluster.New(ctx, vcluster.Config{
-		Dir:      dir,
-		Bridge:   netip.MustParsePrefix("10.80.0.1/24"),
-		Accounts: append(layerAccounts(t, "munge", "slurm"), labUser),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	defer logsOnFailure(t, dir)
+	c := newCluster(ctx, t, dir, labUser)
 
 	// The cluster as bootd first renders it: master + c1..c3 assigned.
 	r := labRenderer(t, dir)
@@ -361,6 +348,25 @@ func layerAccounts(t *testing.T, layers ...string) []vcluster.Account {
 
 // logsOnFailure prints the tail of every node's daemon logs under dir when t failed, also
 // of a node whose Add failed (the harness removed it, its directory stays).
+// newCluster starts an empty virtual cluster in dir on the lab's bridge (10.80.0.1/24), with the
+// layers' munge and slurm accounts and the extra ones. When the test ends its logs are shown if
+// it failed, then it is closed.
+func newCluster(ctx context.Context, t *testing.T, dir string, extra ...vcluster.Account) *vcluster.Cluster {
+	t.Helper()
+	c, err := vcluster.New(ctx, vcluster.Config{Dir: dir, Bridge: netip.MustParsePrefix("10.80.0.1/24"),
+		Accounts: append(layerAccounts(t, "munge", "slurm"), extra...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(func() { logsOnFailure(t, dir) })
+	return c
+}
+
 func logsOnFailure(t *testing.T, dir string) {
 	if !t.Failed() {
 		return

@@ -39,16 +39,7 @@ func TestSlurmPowerSaving(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	dir := artifactDir(t)
-	c, err := vcluster.New(ctx, vcluster.Config{Dir: dir, Bridge: netip.MustParsePrefix("10.80.0.1/24"), Accounts: layerAccounts(t, "munge", "slurm")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	defer logsOnFailure(t, dir)
+	c := newCluster(ctx, t, dir)
 
 	// bootd's config: the two Slurm settings a shared test host needs, no upstream time,
 	// suspend after 15 s idle (a lab would wait far longer), c1's BMC.
