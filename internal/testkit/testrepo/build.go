@@ -24,6 +24,14 @@ const SourceDateEpoch = 1700000000
 // bare file names) and (re)creates the repository metadata of dir with
 // createrepo_c. RPMs already in dir stay in the repository.
 func Build(ctx context.Context, dir string, pkgs []Package) error {
+	if err := buildRPMs(ctx, dir, pkgs); err != nil {
+		return err
+	}
+	return Createrepo(ctx, dir)
+}
+
+// buildRPMs is Build without the metadata.
+func buildRPMs(ctx context.Context, dir string, pkgs []Package) error {
 	top, err := os.MkdirTemp("", "testrepo-")
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
@@ -38,10 +46,7 @@ func Build(ctx context.Context, dir string, pkgs []Package) error {
 			return err
 		}
 	}
-	if err := publish(filepath.Join(top, "RPMS"), dir); err != nil {
-		return err
-	}
-	return Createrepo(ctx, dir)
+	return publish(filepath.Join(top, "RPMS"), dir)
 }
 
 // stageAll writes each package's staging tree and spec; it returns the spec

@@ -96,13 +96,13 @@ func BuildUpstream(ctx context.Context, dir, layersDir string, images []string, 
 	return u, nil
 }
 
-// buildSigned builds pkgs into the repository dir, signs them, and writes the metadata again
-// (the signature changes each file's size and checksum).
+// buildSigned builds pkgs into the repository dir, signs them, and only then writes the
+// metadata (the signature changes each file's size and checksum).
 func buildSigned(ctx context.Context, dir string, pkgs []Package, sign func([]string) error) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil { // a repository may be empty (CRB here)
 		return err
 	}
-	if err := Build(ctx, dir, pkgs); err != nil {
+	if err := buildRPMs(ctx, dir, pkgs); err != nil {
 		return err
 	}
 	rpms, err := RPMs(dir)
