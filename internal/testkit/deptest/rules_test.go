@@ -22,7 +22,7 @@ var (
 		"internal/child", "internal/imgbuild")
 	server = pkgs("internal/bootd", "internal/dhcpd", "internal/tftpd", "internal/httpd", "internal/inventory",
 		"internal/secrets", "internal/ctl", "internal/config", "internal/overlay", "overlays",
-		"internal/power", "internal/hostlist", "internal/check", "internal/masterssh",
+		"internal/power", "internal/hostlist", "internal/check", "internal/masterssh", "internal/metrics", "internal/labview",
 		"internal/bootphase", "internal/ratelog", "internal/neigh", "internal/arpprobe")
 )
 
