@@ -40,7 +40,7 @@ func chroot(t *testing.T, files map[string]string) string {
 	}
 	putFile(t, root, "bin/busybox", bb, 0o755)
 	for _, a := range []string{"sh", "cat", "cut", "sha256sum", "tr", "sed", "head", "printf", "echo", "mktemp", "rm", "sleep", "tar",
-		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync", "cp", "stat"} {
+		"mkdir", "chown", "chmod", "id", "grep", "mv", "nproc", "tail", "sync", "cp", "stat", "readlink", "basename", "ln"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -788,50 +788,168 @@ func TestBootdNodeOverlay(t *testing.T) {
 }
 
 // nvidia-gpu-present decides from the PCI devices the kernel lists whether this PC has an NVIDIA
-// GPU (nvidia-persistenced's ExecCondition): an NVIDIA display device (VGA or 3D) is one; an
-// AMD GPU, NVIDIA's HDMI audio or an nForce chipset is not.
+// GPU that the image's driver drives (nvidia-persistenced's ExecCondition): an NVIDIA display
+// device (VGA or 3D) is one once the nvidia module, loaded here, has bound it; an AMD GPU,
+// NVIDIA's HDMI audio or an nForce chipset is not, and a GPU the driver does not take (a Pascal
+// card under the open modules) is said on stderr without failing the unit.
 func TestNvidiaGPUPresent(t *testing.T) {
 	script, err := os.ReadFile("files/nvidia-cuda/nvidia-gpu-present")
 	if err != nil {
 		t.Fatal(err)
 	}
-	type pci struct{ vendor, class string }
+	type pci struct {
+		vendor, class string
+		bound         bool // the nvidia driver takes it
+	}
 	var (
-		intelVGA   = pci{"0x8086", "0x030000"}
-		amdVGA     = pci{"0x1002", "0x030000"}
-		nvidiaVGA  = pci{"0x10de", "0x030000"}
-		nvidia3D   = pci{"0x10de", "0x030200"}
-		nvidiaHDMI = pci{"0x10de", "0x040300"}
-		nforce     = pci{"0x10de", "0x060000"}
+		intelVGA   = pci{"0x8086", "0x030000", false}
+		amdVGA     = pci{"0x1002", "0x030000", false}
+		nvidiaVGA  = pci{"0x10de", "0x030000", true}
+		nvidia3D   = pci{"0x10de", "0x030200", true}
+		pascalVGA  = pci{"0x10de", "0x030000", false}
+		nvidiaHDMI = pci{"0x10de", "0x040300", false}
+		nforce     = pci{"0x10de", "0x060000", false}
 	)
 	for _, tc := range []struct {
 		name    string
 		devices []pci
 		want    bool
+		warns   bool
 	}{
-		{"no PCI devices", nil, false},
-		{"onboard Intel graphics", []pci{intelVGA}, false},
-		{"an AMD GPU", []pci{intelVGA, amdVGA}, false},
-		{"an nForce chipset with its HDMI audio", []pci{nforce, nvidiaHDMI}, false},
-		{"a GeForce (VGA)", []pci{intelVGA, nvidiaVGA, nvidiaHDMI}, true},
-		{"a data-centre GPU (3D controller)", []pci{nforce, nvidia3D}, true},
+		{"no PCI devices", nil, false, false},
+		{"onboard Intel graphics", []pci{intelVGA}, false, false},
+		{"an AMD GPU", []pci{intelVGA, amdVGA}, false, false},
+		{"an nForce chipset with its HDMI audio", []pci{nforce, nvidiaHDMI}, false, false},
+		{"a GeForce (VGA)", []pci{intelVGA, nvidiaVGA, nvidiaHDMI}, true, false},
+		{"a data-centre GPU (3D controller)", []pci{nforce, nvidia3D}, true, false},
+		{"a card the driver does not take", []pci{intelVGA, pascalVGA, nvidiaHDMI}, false, true},
+		{"an old card beside a new one", []pci{pascalVGA, nvidiaVGA}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			files := map[string]string{"usr/libexec/nvidia-gpu-present": string(script), "sys/bus/pci/devices/.keep": ""}
+			// modprobe binds each GPU the driver takes, as the nvidia module does while it loads.
+			modprobe := "#!/bin/sh\n[ \"$1\" = nvidia ] || exit 1\n"
+			files := map[string]string{"usr/libexec/nvidia-gpu-present": string(script), "sys/bus/pci/devices/.keep": "",
+				"sys/bus/pci/drivers/nvidia/.keep": "", "dev/null": ""}
 			for i, d := range tc.devices {
 				dir := fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/", i)
 				files[dir+"vendor"], files[dir+"class"] = d.vendor+"\n", d.class+"\n"
+				if d.bound {
+					modprobe += fmt.Sprintf("ln -s ../../drivers/nvidia /%sdriver\n", dir)
+				}
 			}
+			files["usr/sbin/modprobe"] = modprobe
 			out, err := run(t, chroot(t, files), nil, "/bin/sh", "/usr/libexec/nvidia-gpu-present")
 			var exit *exec.ExitError
 			if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
 				t.Fatalf("nvidia-gpu-present: %v\n%s", err, out)
 			}
-			if got := err == nil; got != tc.want || out != "" {
+			if got := err == nil; got != tc.want {
 				t.Errorf("GPU present %v, want %v (output %q)", got, tc.want, out)
+			}
+			warned := strings.Contains(out, "is not driven by this image's driver") && strings.Contains(out, "compute-legacy")
+			if warned != tc.warns || (!tc.warns && out != "") {
+				t.Errorf("output %q, want a warning: %v", out, tc.warns)
 			}
 		})
 	}
+}
+
+// nvidia-dkms-image builds the modules for each kernel of the image and removes what the kmod
+// package's %post left for the build host's kernel: DKMS's failed build and its tree for that
+// kernel, and a /lib/modules directory without a kernel. A kernel without its headers fails.
+func TestNvidiaDKMSImage(t *testing.T) {
+	script, err := os.ReadFile("files/nvidia-cuda/nvidia-dkms-image")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const image, host = "5.14.0-570.el9.x86_64", "6.1.0-40-amd64"
+	stub := map[string]string{
+		"usr/libexec/nvidia-dkms-image": string(script),
+		"dev/null":                      "",
+		// dkms "builds" into the kernel's tree and DKMS's own; modinfo finds what was built
+		"sbin/dkms": "#!/bin/sh\nk=$3\nmkdir -p /lib/modules/$k/extra /var/lib/dkms/nvidia-open/580.1/$k/x86_64/module\n" +
+			"echo ko > /lib/modules/$k/extra/nvidia.ko\nln -sfn $k/x86_64 /var/lib/dkms/nvidia-open/580.1/kernel-$k-x86_64\n",
+		"usr/sbin/modinfo":                                                "#!/bin/sh\n[ -e /lib/modules/$2/extra/$3.ko ]\n",
+		"lib/modules/" + image + "/vmlinuz":                               "kernel",
+		"usr/src/kernels/" + image + "/Makefile":                          "",
+		"var/lib/dkms/nvidia-open/580.1/source/.keep":                     "",
+		"var/lib/dkms/nvidia-open/580.1/build/make.log":                   "failed for the host's kernel",
+		"var/lib/dkms/nvidia-open/580.1/" + host + "/x86_64/log/make.log": "",
+		"lib/modules/" + host + "/extra/.keep":                            "",
+	}
+	t.Run("image kernel with headers", func(t *testing.T) {
+		root := chroot(t, stub)
+		if out, err := run(t, root, nil, "/bin/sh", "/usr/libexec/nvidia-dkms-image"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for _, gone := range []string{"var/lib/dkms/nvidia-open/580.1/build", "var/lib/dkms/nvidia-open/580.1/" + host, "lib/modules/" + host} {
+			if exists(root, gone) {
+				t.Errorf("%s is still there", gone)
+			}
+		}
+		for _, kept := range []string{"var/lib/dkms/nvidia-open/580.1/source", "var/lib/dkms/nvidia-open/580.1/" + image,
+			"var/lib/dkms/nvidia-open/580.1/kernel-" + image + "-x86_64", "lib/modules/" + image + "/extra/nvidia.ko"} {
+			if !exists(root, kept) {
+				t.Errorf("%s is gone", kept)
+			}
+		}
+	})
+	t.Run("image kernel without headers", func(t *testing.T) {
+		files := maps.Clone(stub)
+		delete(files, "usr/src/kernels/"+image+"/Makefile")
+		out, err := run(t, chroot(t, files), nil, "/bin/sh", "/usr/libexec/nvidia-dkms-image")
+		if err == nil || !strings.Contains(out, "no kernel-devel for kernel "+image) {
+			t.Errorf("want a failure naming the kernel, got %v:\n%s", err, out)
+		}
+	})
+}
+
+// The lmod-easybuild layer's fix of OpenHPC 3's lmod.sh: the pipe between its two job tests
+// becomes ||, so a login shell inside a Slurm job leaves the job's modules alone; a file that
+// has it right already is left as it is.
+func TestLmodJobSkipFix(t *testing.T) {
+	l, err := spec.LoadLayer("lmod-easybuild.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fix string
+	for _, r := range l.Run {
+		if strings.HasPrefix(r.Description, "lmod.sh") {
+			fix = r.Command
+		}
+	}
+	if fix == "" {
+		t.Fatal("the layer has no lmod.sh step")
+	}
+	const buggy = "if [ ! -z \"$SLURM_NODELIST\" ] | [ ! -z \"$PBS_NODEFILE\" ]; then\n     return\nfi\n"
+	const fixed = "if [ ! -z \"$SLURM_NODELIST\" ] || [ ! -z \"$PBS_NODEFILE\" ]; then\n     return\nfi\n"
+	for _, tc := range []struct{ name, in string }{{"OpenHPC 3's lmod.sh", buggy}, {"a fixed lmod.sh", fixed}} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := chroot(t, map[string]string{"etc/profile.d/lmod.sh": "#!/bin/sh\n" + tc.in + "export LMOD_COLORIZE=no\n"})
+			if out, err := run(t, root, nil, "/bin/sh", "-c", fix); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			got, _ := os.ReadFile(filepath.Join(root, "etc/profile.d/lmod.sh"))
+			if want := "#!/bin/sh\n" + fixed + "export LMOD_COLORIZE=no\n"; string(got) != want {
+				t.Errorf("lmod.sh:\n%s\nwant:\n%s", got, want)
+			}
+			// In a job the script returns before touching the environment, outside it goes on.
+			for _, env := range []struct {
+				vars []string
+				want string
+			}{{[]string{"SLURM_NODELIST=c1"}, "skipped"}, {nil, "set up"}} {
+				out, _ := run(t, root, env.vars, "/bin/sh", "-c", "f() { . /etc/profile.d/lmod.sh; echo set up; }; f || true; [ -n \"$LMOD_COLORIZE\" ] || echo skipped")
+				if !strings.Contains(out, env.want) {
+					t.Errorf("with %v: %q, want %q", env.vars, out, env.want)
+				}
+			}
+		})
+	}
+	t.Run("no lmod.sh (a stand-in)", func(t *testing.T) {
+		if out, err := run(t, chroot(t, map[string]string{"etc/.keep": ""}), nil, "/bin/sh", "-c", fix); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
 }
 
 // bootd-node overlay makes the lab's users with the host's shadow-utils (useradd and friends,

@@ -294,7 +294,7 @@ func (d *daemon) serveDHCP(ctx context.Context) error {
 
 func (d *daemon) serveHTTP(ctx context.Context, ln net.Listener) error {
 	mask, _ := netip.AddrFromSlice(d.cfg.Netmask())
-	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway, Phase: d.booting,
+	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway, DNS: d.cfg.Network.DNS, Phase: d.booting,
 		Meter: d.metrics, Progress: progress{d}, Extra: d.views()},
 		machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
 	return srv.Serve(ctx, ln)

@@ -81,7 +81,7 @@ type targetView struct {
 }
 
 // KernelArgs is the kernel command line bootd gives t: initrd names, dracut's static ip= and
-// BOOTIF=, where bootd is, what dracut does when the boot fails, the live root, then the image's
+// BOOTIF=, the lab's DNS servers (nameserver=), where bootd is, what dracut does when the boot fails, the live root, then the image's
 // own arguments (last, so an image built for debugging can ask for rd.shell again). Exported so
 // the end-to-end tests that boot a kernel directly boot what a node gets.
 func KernelArgs(opts Options, t Target) string {
@@ -95,7 +95,15 @@ func KernelArgs(opts Options, t Target) string {
 	}
 	args = append(args,
 		fmt.Sprintf("ip=%s::%s:%s:%s::none", t.Address, gw, opts.Netmask, t.Name),
-		"BOOTIF=01-"+strings.ReplaceAll(t.MAC.String(), ":", "-"),
+		"BOOTIF=01-"+strings.ReplaceAll(t.MAC.String(), ":", "-"))
+	// The connection Rocky's initramfs makes from ip= (NetworkManager's nm-initrd-generator) is
+	// the one the booted node keeps on its boot NIC, and ip= in this form carries no DNS: without
+	// nameserver= the node has no DNS server. (No kernel argument carries a search domain: the
+	// overlay's NetworkManager global DNS configuration adds it.)
+	for _, dns := range opts.DNS {
+		args = append(args, "nameserver="+dns.String())
+	}
+	args = append(args,
 		"bootd="+opts.BaseURL,
 		// A boot that fails in the initramfs (a root image bootd-verify refused, a root that
 		// never came) stops the node: no root shell for whoever stands at its console

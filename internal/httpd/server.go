@@ -64,6 +64,7 @@ type Options struct {
 	BaseURL      string // e.g. http://10.80.0.1 (no trailing slash)
 	Netmask      netip.Addr
 	Gateway      netip.Addr    // zero: none
+	DNS          []netip.Addr  // the lab's DNS servers: nameserver= on a node's command line
 	PollInterval time.Duration // how often a waiting machine asks again
 	Phase        BootPhase     // nil: downloads always yield (on the copiers)
 	Meter        Meter         // counts requests; nil: none

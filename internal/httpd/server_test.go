@@ -101,7 +101,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *fakeMachines) {
 	m := &fakeMachines{}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0"), Gateway: netip.MustParseAddr("10.80.0.254"), PollInterval: 3 * time.Second}, m, fakeFiles{t, dir}, nil, log)
+	s := New(Options{BaseURL: "http://10.80.0.1", Netmask: netip.MustParseAddr("255.255.255.0"), Gateway: netip.MustParseAddr("10.80.0.254"), DNS: []netip.Addr{netip.MustParseAddr("10.80.0.1"), netip.MustParseAddr("10.80.0.2")}, PollInterval: 3 * time.Second}, m, fakeFiles{t, dir}, nil, log)
 	ts := httptest.NewServer(s.Handler()) // real loopback socket
 	t.Cleanup(ts.Close)
 	return ts, m

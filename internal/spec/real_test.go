@@ -80,10 +80,10 @@ func TestRealRoles(t *testing.T) {
 		hasNot  []string
 		enables []string
 	}{
-		{"master", master, []string{"slurm", "slurm-slurmctld", "slurm-slurmdbd", "pdsh", "fail2ban", "nvidia-open"},
-			[]string{"slurm-slurmd"}, []string{"slurmctld", "nfs-server", "fail2ban", "munge"}},
-		{"compute", compute, []string{"slurm", "slurm-slurmd", "nfs-utils", "nvidia-open", "cuda-toolkit-12-6"},
-			[]string{"slurm-slurmctld", "slurm-slurmdbd", "pdsh", "fail2ban"}, []string{"slurmd", "munge", "nvidia-persistenced"}},
+		{"master", master, []string{"slurm-ohpc", "slurm-slurmctld-ohpc", "slurm-slurmdbd-ohpc", "pdsh", "fail2ban", "nvidia-driver-cuda", "xfsprogs"},
+			[]string{"slurm-slurmd-ohpc"}, []string{"slurmctld", "nfs-server", "fail2ban", "munge"}},
+		{"compute", compute, []string{"slurm-ohpc", "slurm-slurmd-ohpc", "nfs-utils", "nvidia-driver-cuda", "kmod-nvidia-open-dkms", "cuda-toolkit-12-6"},
+			[]string{"slurm-slurmctld-ohpc", "slurm-slurmdbd-ohpc", "pdsh", "fail2ban", "nvidia-open"}, []string{"slurmd", "munge", "nvidia-persistenced"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,8 +2,9 @@ package testrepo
 
 import "io/fs"
 
-// The DKMS chain of the nvidia-cuda layer, in miniature: nvidia-open ships module sources with a
-// dkms.conf, kernel-devel the headers directory DKMS builds against, dkms "builds" each module
+// The DKMS chain of the nvidia-cuda (and nvidia-legacy) layer, in miniature: the kmod package
+// (kmod-nvidia-open-dkms, kmod-nvidia-latest-dkms) ships module sources with a dkms.conf,
+// kernel-devel the headers directory DKMS builds against, dkms "builds" each module
 // named in a dkms.conf into /lib/modules/<kernel>/extra, and kmod's modinfo finds it there or
 // fails. So the layer's check that the module exists for the image's own kernel really checks.
 
@@ -16,10 +17,12 @@ func kernelDevelPkg(k KernelFiles) Package {
 	}
 }
 
-func nvidiaOpenPkg() Package {
+// nvidiaKmodPkg is a kmod package whose DKMS module is called module (nvidia-open for the open
+// flavour, nvidia for the proprietary one, as NVIDIA names them).
+func nvidiaKmodPkg(name, module string) Package {
 	return Package{
-		Name: "nvidia-open", Requires: []string{"filesystem", "dkms"},
-		Files: map[string]string{"/usr/src/nvidia-open-1.0/dkms.conf": "PACKAGE_NAME=nvidia\nBUILT_MODULE_NAME[0]=\"nvidia\"\nBUILT_MODULE_NAME[1]=\"nvidia-uvm\"\n"},
+		Name: name, Requires: []string{"filesystem", "dkms"},
+		Files: map[string]string{"/usr/src/" + module + "-1.0/dkms.conf": "PACKAGE_NAME=" + module + "\nBUILT_MODULE_NAME[0]=\"nvidia\"\nBUILT_MODULE_NAME[1]=\"nvidia-uvm\"\n"},
 	}
 }
 

@@ -299,9 +299,19 @@ printf 'UpTime=%d-%02d:%02d:%02d\n' $((up / 86400)) $((up % 86400 / 3600)) $((up
 
 func slurmdPkg() Package {
 	return Package{
-		Name: "slurm-slurmd", Version: "22.05.9", Release: "1.el9", Arch: "x86_64",
+		Name: "slurm-slurmd-ohpc", Version: "23.11.10", Release: "1.3.1.ohpc", Arch: "x86_64",
 		Requires: []string{"filesystem", "bash"},
-		Files:    map[string]string{"/usr/sbin/slurmd": slurmdScript, "/usr/share/standin/slurm-slurmd": "slurm-slurmd\n"},
-		Units:    unitsFor("slurm-slurmd"),
+		Files:    map[string]string{"/usr/sbin/slurmd": slurmdScript, "/usr/share/standin/slurm-slurmd-ohpc": "slurm-slurmd-ohpc\n"},
+		Units:    unitsFor("slurm-slurmd-ohpc"),
+	}
+}
+
+// slurmPkg is slurm-ohpc with the one file the slurm layer checks for: the cgroup/v2 plugin,
+// which OpenHPC's build has (its spec requires dbus-devel for it).
+func slurmPkg() Package {
+	return Package{
+		Name: "slurm-ohpc", Version: "23.11.10", Release: "1.3.1.ohpc", Arch: "x86_64",
+		Requires: []string{"filesystem"},
+		Files:    map[string]string{"/usr/lib64/slurm/cgroup_v2.so": "stand-in cgroup/v2 plugin\n"},
 	}
 }

@@ -15,7 +15,10 @@ import (
 
 // moduleStreams are the packages each dnf module stream the project's layers enable holds
 // upstream: the stand-in repository offers the same streams.
-var moduleStreams = map[string][]string{"nvidia-driver:open-dkms": {"nvidia-open"}}
+var moduleStreams = map[string][]string{
+	"nvidia-driver:open-dkms": {"kmod-nvidia-open-dkms"},
+	"nvidia-driver:580-dkms":  {"kmod-nvidia-latest-dkms"},
+}
 
 // Site is a stand-in for every repository a tree's images name: one local repository holding a
 // stand-in for each package they install, and a site file that points each repository id there.

@@ -49,9 +49,14 @@ var serviceUnits = map[string][]string{
 	"slurm-slurmd":    {"slurmd"},
 	"slurm-slurmctld": {"slurmctld"},
 	"slurm-slurmdbd":  {"slurmdbd"},
-	"mariadb-server":  {"mariadb"},
-	"fail2ban":        {"fail2ban"},
-	"NetworkManager":  {"NetworkManager"},
+	// OpenHPC's names end in -ohpc; their units are Slurm's own.
+	"slurm-ohpc":           nil,
+	"slurm-slurmd-ohpc":    {"slurmd"},
+	"slurm-slurmctld-ohpc": {"slurmctld"},
+	"slurm-slurmdbd-ohpc":  {"slurmdbd"},
+	"mariadb-server":       {"mariadb"},
+	"fail2ban":             {"fail2ban"},
+	"NetworkManager":       {"NetworkManager"},
 	// nvidia-persistenced ends in "d" but is one word: the rule below would cut nothing.
 	"nvidia-persistenced": {"nvidia-persistenced"},
 	"grafana":             {"grafana-server"},
@@ -115,11 +120,17 @@ var overrides = map[string]func(KernelFiles) Package{
 	"kernel-devel": kernelDevelPkg,
 	"dkms":         func(KernelFiles) Package { return dkmsPkg() },
 	"kmod":         func(KernelFiles) Package { return kmodPkg() },
-	"nvidia-open":  func(KernelFiles) Package { return nvidiaOpenPkg() },
-	"curl":         func(KernelFiles) Package { return curlPkg() },
-	"shadow-utils": func(KernelFiles) Package { return shadowUtilsPkg() },
-	"systemd":      func(KernelFiles) Package { return systemdPkg() },
-	"slurm-slurmd": func(KernelFiles) Package { return slurmdPkg() },
+	"kmod-nvidia-open-dkms": func(KernelFiles) Package {
+		return nvidiaKmodPkg("kmod-nvidia-open-dkms", "nvidia-open")
+	},
+	"kmod-nvidia-latest-dkms": func(KernelFiles) Package {
+		return nvidiaKmodPkg("kmod-nvidia-latest-dkms", "nvidia")
+	},
+	"curl":              func(KernelFiles) Package { return curlPkg() },
+	"shadow-utils":      func(KernelFiles) Package { return shadowUtilsPkg() },
+	"systemd":           func(KernelFiles) Package { return systemdPkg() },
+	"slurm-slurmd-ohpc": func(KernelFiles) Package { return slurmdPkg() },
+	"slurm-ohpc":        func(KernelFiles) Package { return slurmPkg() },
 }
 
 // Standin returns the stand-in for one name: the override table's, or a

@@ -19,7 +19,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
-var serviceNames = []string{"bash", "dracut", "kernel", "munge", "slurm-slurmd", "chrony", "hello", "curl", "systemd", "shadow-utils"}
+var serviceNames = []string{"bash", "dracut", "kernel", "munge", "slurm-slurmd-ohpc", "chrony", "hello", "curl", "systemd", "shadow-utils"}
 
 // treeHashes maps each regular file under dir to its sha256.
 func treeHashes(t *testing.T, dir string) map[string]string {
