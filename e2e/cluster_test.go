@@ -5,10 +5,12 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,13 +27,17 @@ import (
 	"github.com/labcluster/gpucluster/overlays"
 )
 
-// TestCluster brings up a real Slurm 22.05 + munge + chrony cluster from the nodes' rendered
-// files: master + c1..c3 in namespaces named after them, sinfo shows c[1-3] idle, srun -N3
+// TestCluster brings up a real Slurm + munge + chrony cluster from the nodes' rendered files.
+// The Slurm is this machine's, Debian 12's slurm-wlm 22.05 (logged at the start), while the
+// images run OpenHPC 3's slurm-ohpc 23.11 (layers/slurm.toml): the rendered files use nothing
+// the two versions read differently (overlays/README.md), and this test checks them with 22.05.
+// The cluster: master + c1..c3 in namespaces named after them, sinfo shows c[1-3] idle, srun -N3
 // hostname prints c1 c2 c3, every compute's chronyd follows the master's, a munge credential
 // made on c1 decodes on the master (and one made with another key does not), Lmod on c1 finds
 // and loads a module installed on the master's shared tree, and a user's file written in their
 // home on the master is theirs on c1; then c4 joins with only its own files and srun -N4
-// reaches it. Monitoring runs for real beside it: bootd serves the service discovery, Prometheus
+// reaches it, and c5, with two stand-in GPUs, registers them at its slurmd's first start.
+// Monitoring runs for real beside it: bootd serves the service discovery, Prometheus
 // (with the master's rendered configuration) finds every node by itself with up == 1, and c4 too,
 // without an edit (monitoring_test.go).
 func TestCluster(t *testing.T) {
@@ -41,6 +47,9 @@ func TestCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
+	if v, err := exec.CommandContext(ctx, "slurmctld", "-V").Output(); err == nil {
+		t.Logf("Slurm under test: %s (the images run slurm-ohpc 23.11)", strings.TrimSpace(string(v)))
+	}
 	dir := artifactDir(t)
 	c := newCluster(ctx, t, dir, labUser)
 
@@ -146,6 +155,13 @@ func TestCluster(t *testing.T) {
 		t.Logf("Prometheus finds c4, assigned later, up == 1: %s after the assign", time.Since(start).Round(100*time.Millisecond))
 	})
 
+	// A GPU node's first boot: its first overlay (before it could report) has no GPUs; bootd-node
+	// report then posts slurmd -C and nvidia-smi's GPU names before slurmd starts, bootd answers
+	// "changed", and the node fetches its files again (layers/ tests that step). slurmd's first
+	// start reads those files, with stand-in /dev/nvidia0 and /dev/nvidia1, and registers c5
+	// with both GPUs: a job asking for them runs there at once, no reboot.
+	t.Run("gpu node's first boot", func(t *testing.T) { gpuFirstBoot(ctx, t, c, r) })
+
 	// Root on the master reaches every node by name over SSH without a password, with strict
 	// host key checking: c1..c3 through the keys in its known_hosts and the host CA, c4 (assigned
 	// after the master's files were rendered) through the host CA alone. pdsh fans out the same.
@@ -165,6 +181,65 @@ func TestCluster(t *testing.T) {
 		}
 		t.Logf("pdsh -R ssh -w c[1-4] hostname:\n%s", out)
 	})
+}
+
+// gpuFirstBoot brings up c5 with two stand-in GPUs the way its first boot goes (see TestCluster).
+func gpuFirstBoot(ctx context.Context, t *testing.T, c *vcluster.Cluster, r bootd.Renderer) {
+	nodes := assigned(t, r.Config, "master", "c1", "c2", "c3", "c4", "c5")
+	first := render(t, r, nodes, "c5")
+	if gres := fileOf(first, "/etc/slurm/gres.conf"); strings.Contains(gres, "Name=gpu") {
+		t.Fatalf("c5's overlay before its report names GPUs:\n%s", gres)
+	}
+	// The report: this machine's slurmd -C line (c5's namespace sees the same CPUs and memory)
+	// and the stand-in nvidia-smi's two GPUs, recorded as bootd records it.
+	line, err := exec.CommandContext(ctx, "slurmd", "-C").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := json.Marshal(map[string]any{"slurmd_c": strings.SplitN(string(line), "\n", 2)[0],
+		"gpus": []string{"NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 3090"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, err := bootd.HardwareFromReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[len(nodes)-1].Hardware = &hw
+	again := render(t, r, nodes, "c5")
+	opts := fileOf(again, "/etc/sysconfig/slurmd")
+	if !strings.Contains(opts, "Gres=gpu:rtx3090:2") {
+		t.Fatalf("c5's slurmd options after its report:\n%s", opts)
+	}
+	again.Devices = []vcluster.Device{{Path: "/dev/nvidia0", Major: 195, Minor: 0}, {Path: "/dev/nvidia1", Major: 195, Minor: 1}}
+	start := time.Now()
+	if _, err := c.Add(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	master := c.Node("master")
+	if err := c.WaitIdle(ctx, master, 90, "c5"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := master.Run(ctx, "scontrol", "show", "node", "c5")
+	if err != nil || !strings.Contains(string(out), "Gres=gpu:rtx3090:2") {
+		t.Fatalf("c5 registered without its GPUs (%v):\n%s", err, out)
+	}
+	t.Logf("c5 idle with Gres=gpu:rtx3090:2 %s after its slurmd's first start", time.Since(start).Round(100*time.Millisecond))
+	out, err = master.Run(ctx, "srun", "-w", "c5", "--gres=gpu:rtx3090:2", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES; ls -l /dev/nvidia0 /dev/nvidia1")
+	if err != nil || !strings.HasPrefix(string(out), "0,1\n") {
+		t.Fatalf("srun --gres=gpu:rtx3090:2 on c5: %v\n%s", err, out)
+	}
+	t.Logf("srun -w c5 --gres=gpu:rtx3090:2: CUDA_VISIBLE_DEVICES and the stand-in devices:\n%s", out)
+}
+
+// fileOf is the content of the file at path in a node's rendered files ("" when it has none).
+func fileOf(nf vcluster.NodeFiles, path string) string {
+	for _, f := range nf.Files {
+		if f.Path == path {
+			return string(f.Data)
+		}
+	}
+	return ""
 }
 
 // followMaster waits until every compute's chronyd has selected the master's and synchronised to

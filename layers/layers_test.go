@@ -288,6 +288,37 @@ func TestBootdNodeReport(t *testing.T) {
 	}
 }
 
+// bootd-node report on a node's first boot: bootd answers that the report changed what it holds,
+// and bootd-node fetches the node's files again, now with the GPUs in gres.conf and slurmd's
+// options (bootd-report.service runs before slurmd: its first start registers them). An answer
+// of "ok" (nothing changed: every later boot) fetches nothing more.
+func TestBootdNodeReportRefetches(t *testing.T) {
+	for _, tc := range []struct {
+		answer  string
+		refetch bool
+	}{{"changed", true}, {"ok", false}} {
+		t.Run(tc.answer, func(t *testing.T) {
+			// curl answers the hardware report with tc.answer and the overlay request with the tgz.
+			curl := "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in */api/v1/node/hardware) echo " + tc.answer + "; exit 0 ;; esac; done\n" +
+				"while [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat /overlay.tgz > \"$2\"; shift; done\n"
+			root := nodeRoot(t, map[string]string{
+				"bin/curl":       curl,
+				"bin/slurmd":     "#!/bin/sh\necho 'NodeName=c1 CPUs=8 RealMemory=15866'\n",
+				"bin/nvidia-smi": "#!/bin/sh\necho 'NVIDIA GeForce RTX 3090'\necho 'NVIDIA GeForce RTX 3090'\n",
+				"etc/.keep":      "", "var/lib/.keep": "", "proc/sys/kernel/hostname": "c1\n",
+			})
+			serveOverlay(t, root, httpd.OverlayFile{Path: "/etc/slurm/gres.conf", Mode: 0o644, Data: []byte("Name=gpu Type=rtx3090 File=/dev/nvidia0\n")})
+			out, err := run(t, root, nil, "/bin/sh", "/usr/libexec/bootd-node", "report")
+			if err != nil {
+				t.Fatalf("bootd-node report: %v\n%s", err, out)
+			}
+			if got := exists(root, "etc/slurm/gres.conf"); got != tc.refetch {
+				t.Errorf("gres.conf fetched %v, want %v:\n%s", got, tc.refetch, out)
+			}
+		})
+	}
+}
+
 // withBash copies the host's bash into root as /bin/bash: Rocky's /bin/sh is bash, which runs
 // programs from PATH, where busybox's shell would prefer its own applets (mount among them) to
 // the stand-ins below.

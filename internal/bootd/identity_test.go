@@ -113,7 +113,7 @@ func TestReplaceWaitsForHardwareReportInFlight(t *testing.T) {
 	}
 	waitReplaced := replaceDuringIdentify(t, d)
 	report := `{"slurmd_c":"NodeName=c1 CPUs=8 RealMemory=15866","gpus":["NVIDIA GeForce RTX 3090"]}`
-	if _, err := (nodes{d}).ReportHardware(netip.MustParseAddrPort(c1From), []byte(report)); err != nil {
+	if _, _, err := (nodes{d}).ReportHardware(netip.MustParseAddrPort(c1From), []byte(report)); err != nil {
 		t.Fatal(err)
 	}
 	waitReplaced()
@@ -213,4 +213,36 @@ func mustSnapshot(d *daemon) []inventory.Node {
 
 func containsLine(text, line string) bool {
 	return slices.Contains(strings.Split(text, "\n"), line)
+}
+
+// A node's report says whether it changed what bootd holds: the first one does (the node's first
+// boot fetched its overlay before it could report, so it fetches it again, now with its GPUs,
+// before slurmd starts), the same again does not, another GPU does.
+func TestHardwareReportChanged(t *testing.T) {
+	d := testDaemon(t)
+	if err := assignC1(t, d, machineA, false); err != nil {
+		t.Fatal(err)
+	}
+	d.neighbourMAC = func(netip.Addr) (string, error) { return machineA, nil }
+	const line = `"slurmd_c":"NodeName=c1 CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=15866"`
+	oneGPU := `{` + line + `,"gpus":["NVIDIA GeForce RTX 3090"]}`
+	twoGPUs := `{` + line + `,"gpus":["NVIDIA GeForce RTX 3090","NVIDIA GeForce RTX 3090"]}`
+	for _, step := range []struct {
+		name, report string
+		changed      bool
+	}{
+		{"first report", oneGPU, true},
+		{"the same again (next boot)", oneGPU, false},
+		{"a GPU added", twoGPUs, true},
+		{"no GPU list at all", `{` + line + `}`, true},
+		{"no GPUs again, as an empty list", `{` + line + `,"gpus":[]}`, false},
+	} {
+		_, changed, err := (nodes{d}).ReportHardware(netip.MustParseAddrPort(c1From), []byte(step.report))
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if changed != step.changed {
+			t.Errorf("%s: changed %v, want %v", step.name, changed, step.changed)
+		}
+	}
 }

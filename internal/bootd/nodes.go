@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,21 +43,32 @@ func (n nodes) Power(ctx context.Context, from netip.AddrPort, request []byte) (
 	return n.d.nodePower(ctx, from, request)
 }
 
-func (n nodes) ReportHardware(from netip.AddrPort, report []byte) (string, error) {
+// ReportHardware records a node's report and says whether it changed what bootd held: a node's
+// first report (its first boot fetched its overlay before it could report) or new hardware
+// (another GPU) changes its gres.conf and slurmd options, which the node then fetches again.
+func (n nodes) ReportHardware(from netip.AddrPort, report []byte) (string, bool, error) {
 	n.d.identity.RLock()
 	defer n.d.identity.RUnlock()
 	node, err := n.d.identify(from)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	hw, err := parseHardware(report)
+	hw, err := HardwareFromReport(report)
 	if err != nil {
-		return "", fmt.Errorf("hardware report of %s: %w: %w", node.Name, err, httpd.ErrInvalid)
+		return "", false, fmt.Errorf("hardware report of %s: %w: %w", node.Name, err, httpd.ErrInvalid)
 	}
+	changed := node.Hardware == nil || !sameHardware(*node.Hardware, hw)
 	if _, err = n.d.inv.SetHardware(node.Name, hw); err == nil {
 		n.d.stages.set(node.Name, "reported its hardware")
 	}
-	return node.Name, err
+	return node.Name, changed, err
+}
+
+// sameHardware compares two reports as the rendered files see them (no GPUs is no GPUs, whether
+// the stored list is empty or absent).
+func sameHardware(a, b inventory.Hardware) bool {
+	return a.CPUs == b.CPUs && a.Boards == b.Boards && a.Sockets == b.Sockets && a.CoresPerSocket == b.CoresPerSocket &&
+		a.ThreadsPerCore == b.ThreadsPerCore && a.RealMemoryMiB == b.RealMemoryMiB && slices.Equal(a.GPUs, b.GPUs)
 }
 
 // hardwareReport is what a node posts: the first line of `slurmd -C` and its GPUs' names as
@@ -66,7 +78,9 @@ type hardwareReport struct {
 	GPUs    []string `json:"gpus"`
 }
 
-func parseHardware(report []byte) (inventory.Hardware, error) {
+// HardwareFromReport is what bootd records from a node's hardware report (the JSON bootd-node
+// report posts). Exported so the end-to-end cluster test records a report as bootd does.
+func HardwareFromReport(report []byte) (inventory.Hardware, error) {
 	var r hardwareReport
 	dec := json.NewDecoder(bytes.NewReader(report))
 	dec.DisallowUnknownFields()

@@ -68,7 +68,7 @@ func TestParseHardware(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseHardware([]byte(tt.report))
+			got, err := HardwareFromReport([]byte(tt.report))
 			if (err != nil) != tt.bad {
 				t.Fatalf("err = %v, bad want %v", err, tt.bad)
 			}

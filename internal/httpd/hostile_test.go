@@ -24,9 +24,9 @@ import (
 // anyNodes accepts every hardware report.
 type anyNodes struct{}
 
-func (anyNodes) Overlay(netip.AddrPort) (string, []OverlayFile, error) { return "", nil, ErrForbidden }
-func (anyNodes) ReportHardware(netip.AddrPort, []byte) (string, error) { return "c4", nil }
-func (anyNodes) Kickstart(netip.Addr) (string, []byte, error)          { return "", nil, ErrForbidden }
+func (anyNodes) Overlay(netip.AddrPort) (string, []OverlayFile, error)       { return "", nil, ErrForbidden }
+func (anyNodes) ReportHardware(netip.AddrPort, []byte) (string, bool, error) { return "c4", false, nil }
+func (anyNodes) Kickstart(netip.Addr) (string, []byte, error)                { return "", nil, ErrForbidden }
 func (anyNodes) Power(context.Context, netip.AddrPort, []byte) (string, []byte, error) {
 	return "", nil, ErrForbidden
 }

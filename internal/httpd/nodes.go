@@ -28,8 +28,9 @@ type OverlayFile struct {
 type Nodes interface {
 	// Overlay returns the files of the node asking, secrets included.
 	Overlay(from netip.AddrPort) (node string, files []OverlayFile, err error)
-	// ReportHardware records the hardware report (JSON) of the node asking.
-	ReportHardware(from netip.AddrPort, report []byte) (node string, err error)
+	// ReportHardware records the hardware report (JSON) of the node asking; changed says that it
+	// differs from what bootd held, so the node's files (gres) are rendered differently now.
+	ReportHardware(from netip.AddrPort, report []byte) (node string, changed bool, err error)
 	// Kickstart returns the disk-install kickstart of the node at address from (it holds no
 	// secret: the installed node fetches its overlay at first boot, like a netbooted one).
 	Kickstart(from netip.Addr) (node string, ks []byte, err error)
@@ -74,12 +75,18 @@ func (s *Server) hardware(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "report too large", http.StatusRequestEntityTooLarge)
 		return
 	}
-	node, err := s.nodes.ReportHardware(netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), body)
+	node, changed, err := s.nodes.ReportHardware(netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), body)
 	if err != nil {
 		s.refuse(w, r, err, "hardware report")
 		return
 	}
-	s.log.WithFields(logrus.Fields{"node": node, "remote": r.RemoteAddr}).Info("node reported its hardware")
+	s.log.WithFields(logrus.Fields{"node": node, "remote": r.RemoteAddr, "changed": changed}).Info("node reported its hardware")
+	// "changed": the node fetches its overlay again before slurmd starts (bootd-node report), so
+	// a new node's first boot registers its GPUs.
+	if changed {
+		fmt.Fprintln(w, "changed")
+		return
+	}
 	fmt.Fprintln(w, "ok")
 }
 

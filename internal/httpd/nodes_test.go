@@ -32,12 +32,13 @@ func (f *fakeNodes) Overlay(from netip.AddrPort) (string, []OverlayFile, error) 
 	}, nil
 }
 
-func (f *fakeNodes) ReportHardware(from netip.AddrPort, report []byte) (string, error) {
+func (f *fakeNodes) ReportHardware(from netip.AddrPort, report []byte) (string, bool, error) {
 	if !f.allow {
-		return "", ErrForbidden
+		return "", false, ErrForbidden
 	}
+	changed := string(f.reported) != string(report)
 	f.reported = report
-	return "c1", nil
+	return "c1", changed, nil
 }
 
 func (f *fakeNodes) Kickstart(from netip.Addr) (string, []byte, error) {

@@ -104,7 +104,7 @@ func (c *Cluster) Add(ctx context.Context, nf NodeFiles) (*Node, error) {
 	c.nextVeth++
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()
-	if err := n.start(ctx, nf.Files); err != nil {
+	if err := n.start(ctx, nf.Files, nf.Devices); err != nil {
 		return nil, errors.Join(fmt.Errorf("vcluster: node %s: %w", nf.Name, err), c.remove(n))
 	}
 	return n, nil

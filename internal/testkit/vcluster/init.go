@@ -25,6 +25,22 @@ type initSpec struct {
 	Binds    []bindMount    // the NFS stand-in (share.go), after the overlays
 	Tmpfs    []string       // fresh tmpfs mounts (/run, /tmp), after the binds: their sources may lie in /tmp
 	Late     []File         // files and directories inside the tmpfs and bind mounts
+	Devices  []Device       // stand-in device nodes: the node gets a /dev of its own (setupDev)
+	DevStage string         // an empty directory on which that /dev is put together
+}
+
+// addDevices asks for a /dev of the node's own with devices in it, put together under dir.
+func (s *initSpec) addDevices(dir string, devices []Device) error {
+	if len(devices) == 0 {
+		return nil
+	}
+	for _, d := range devices {
+		if p := filepath.Clean(d.Path); filepath.Dir(p) != "/dev" || p != d.Path {
+			return fmt.Errorf("device %s: want a name directly under /dev", d.Path)
+		}
+	}
+	s.Devices, s.DevStage = devices, filepath.Join(dir, "dev")
+	return os.MkdirAll(s.DevStage, 0o755)
 }
 
 type overlayMount struct {
@@ -85,6 +101,11 @@ func setupMounts(s *initSpec) error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
+	if len(s.Devices) > 0 {
+		if err := setupDev(s); err != nil {
+			return err
+		}
+	}
 	for _, o := range s.Overlays {
 		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", o.Target, o.Upper, o.Work)
 		if err := unix.Mount("overlay", o.Target, "overlay", 0, opts); err != nil {
@@ -136,4 +157,59 @@ func writeFile(root string, f File) error {
 		return err
 	}
 	return os.Chmod(p, f.Mode.Perm()|f.Mode&(os.ModeSticky|os.ModeSetuid|os.ModeSetgid))
+}
+
+// hostDevices are the host's device nodes a node's own /dev keeps (bound in), and hostDevDirs its
+// directories of mounts (ptys, POSIX shared memory and message queues).
+var (
+	hostDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+	hostDevDirs = []string{"pts", "shm", "mqueue"}
+)
+
+// setupDev gives the node a /dev of its own: a tmpfs put together on s.DevStage with the host's
+// common device nodes and mount directories bound in and the stand-in devices made with mknod,
+// then moved onto /dev. The host's /dev (devtmpfs) is one instance for every namespace: a node
+// cannot make a device there without making it on the host.
+func setupDev(s *initSpec) error {
+	st := s.DevStage
+	if err := unix.Mount("tmpfs", st, "tmpfs", unix.MS_NOSUID, "mode=0755"); err != nil {
+		return fmt.Errorf("mount the node's /dev on %s: %w", st, err)
+	}
+	for _, name := range hostDevices {
+		p := filepath.Join(st, name)
+		if err := os.WriteFile(p, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+name, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", name, err)
+		}
+	}
+	for _, name := range hostDevDirs {
+		if fi, err := os.Stat("/dev/" + name); err != nil || !fi.IsDir() {
+			continue
+		}
+		p := filepath.Join(st, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+name, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", name, err)
+		}
+	}
+	for link, target := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(target, filepath.Join(st, link)); err != nil {
+			return err
+		}
+	}
+	for _, d := range s.Devices {
+		p := filepath.Join(st, filepath.Base(d.Path))
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(d.Major, d.Minor))); err != nil {
+			return fmt.Errorf("mknod %s: %w", d.Path, err)
+		}
+	}
+	if err := unix.Mount(st, "/dev", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move the node's /dev into place: %w", err)
+	}
+	return nil
 }

@@ -27,6 +27,16 @@ type NodeFiles struct {
 	Addr       netip.Prefix
 	MAC        net.HardwareAddr // of its eth0; nil: the kernel's random one
 	Files      []File
+	// Devices are stand-in device nodes the node's /dev has besides the common ones (a GPU's
+	// /dev/nvidia0): with any, the node gets a /dev of its own (see setupDev).
+	Devices []Device
+}
+
+// Device is a character device node made with mknod in a node's own /dev. Nothing needs to
+// drive it: opening it fails, stat (what slurmd does with gres.conf's File=) works.
+type Device struct {
+	Path         string // under /dev
+	Major, Minor uint32
 }
 
 // Node is one running node.
@@ -48,7 +58,7 @@ type Node struct {
 // nodePath is PATH inside a node.
 const nodePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-func (n *Node) start(ctx context.Context, files []File) error {
+func (n *Node) start(ctx context.Context, files []File, devices []Device) error {
 	n.Dir = filepath.Join(n.cluster.cfg.Dir, n.Name)
 	// Every start is a boot from scratch: a netbooted node's root is fresh, so is its upper layer.
 	for _, d := range []string{"upper", "work"} {
@@ -65,6 +75,9 @@ func (n *Node) start(ctx context.Context, files []File) error {
 	}
 	spec, err := stage("/", n.Dir, n.Name, n.cluster.cfg.Accounts, files, binds)
 	if err != nil {
+		return err
+	}
+	if err := spec.addDevices(n.Dir, devices); err != nil {
 		return err
 	}
 	if err := n.network(ctx); err != nil {
