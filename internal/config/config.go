@@ -23,6 +23,10 @@ type Config struct {
 	Slurm     Slurm
 	Users     []User // lab members, in the file's order
 	BMC       BMCs   // the nodes' BMCs; a node without one is woken with Wake-on-LAN
+	UEFI      UEFI   // which loader UEFI PCs get
+	// NodeImages are nodes that boot another image than their role's (node name -> image name):
+	// compute-legacy for PCs whose GPUs the open kernel modules do not drive.
+	NodeImages map[string]string
 
 	// origin remembers where Load found each value, so that Validate can
 	// point at the file's line. Nil for configs built in code.
@@ -113,7 +117,8 @@ func Default() Config {
 		},
 		Slurm: Slurm{ClusterName: "lab", ProctrackType: "proctrack/cgroup", TaskPlugin: "task/cgroup,task/affinity",
 			SuspendTimeout: 2 * time.Minute, ResumeTimeout: 10 * time.Minute},
-		BMC: BMCs{User: "ADMIN", Protocol: ProtocolIPMI},
+		BMC:  BMCs{User: "ADMIN", Protocol: ProtocolIPMI},
+		UEFI: UEFI{Loader: LoaderIPXE, Fallback: true},
 	}
 }
 

@@ -80,6 +80,8 @@ func (c *Config) set(k toml.Key, v any) error {
 		return c.setUser(k, v)
 	case "bmc":
 		return c.setBMC(k, v)
+	case "node_images":
+		return c.setNodeImage(k, v)
 	}
 	if f, ok := fields[name]; ok {
 		return f.set(c, v)
@@ -139,7 +141,7 @@ func lookup(m map[string]any, k toml.Key) any {
 }
 
 // tables are the file's sections.
-var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm", "users", "bmc"}
+var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm", "users", "bmc", "uefi", "node_images"}
 
 // field decodes one key into a Config and reads it back.
 type field struct {
@@ -187,6 +189,10 @@ var fields = map[string]field{
 	"slurm.suspend_time":    of(asDuration, func(c *Config) *time.Duration { return &c.Slurm.SuspendTime }),
 	"slurm.suspend_timeout": of(asDuration, func(c *Config) *time.Duration { return &c.Slurm.SuspendTimeout }),
 	"slurm.resume_timeout":  of(asDuration, func(c *Config) *time.Duration { return &c.Slurm.ResumeTimeout }),
+
+	"uefi.loader":   of(asString, func(c *Config) *string { return &c.UEFI.Loader }),
+	"uefi.snponly":  of(asStrings, func(c *Config) *[]string { return &c.UEFI.SNPOnly }),
+	"uefi.fallback": of(asBool, func(c *Config) *bool { return &c.UEFI.Fallback }),
 }
 
 // of ties a decoder to the Config field at ptr.
@@ -219,6 +225,14 @@ func asPath(v any) (string, error) {
 		err = fmt.Errorf("%q is not an absolute path", s)
 	}
 	return s, err
+}
+
+func asBool(v any) (bool, error) {
+	b, ok := v.(bool)
+	if !ok {
+		return false, typeError("true or false", v)
+	}
+	return b, nil
 }
 
 func asInt(v any) (int, error) {

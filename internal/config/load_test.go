@@ -70,6 +70,8 @@ func TestLoadExample(t *testing.T) {
 	want.Users = []User{{Name: "alice", UID: 2001, Comment: "Alice Example", Shell: "/bin/bash",
 		SSHKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKYn3pm2E8RDgg3QSPW9dCWbzvUxsjqpCJusmxRP2MhS alice@laptop"}}}
 	want.BMC.Nodes = []BMC{{Node: "c1", Protocol: "ipmi", Address: "10.80.1.101", User: "ADMIN"}}
+	want.UEFI.SNPOnly = []string{"00:1b:21", "52:54:00:12:34:56"}
+	want.NodeImages = map[string]string{"c7": "compute-legacy"}
 	assertConfig(t, got, want)
 	// README's appliance, 10.80.0.1, is the example's gateway too: it routes for the lab.
 	if err := got.Validate(netip.MustParseAddr("10.80.0.1")); err != nil {

@@ -24,6 +24,19 @@ type Placement struct {
 // the compute prefix followed by a node number 1..MaxNodes without leading
 // zeros (so that every node has exactly one name).
 func (c Config) Place(name string) (Placement, error) {
+	p, err := c.place(name)
+	if err != nil {
+		return p, err
+	}
+	// [node_images]: this node boots another image than its role's (the newest version of it).
+	if img, ok := c.NodeImages[name]; ok && img != p.Image {
+		p.Image, p.Version = img, ""
+	}
+	return p, nil
+}
+
+// place is Place by role alone.
+func (c Config) place(name string) (Placement, error) {
 	if name == c.Master.Name {
 		m := c.Master
 		return Placement{Name: name, Role: "master", Address: m.Address, Image: m.Image, Version: m.Version}, nil

@@ -1,6 +1,7 @@
 package dhcpd
 
 import (
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func (c client) archName() string {
 // bootFile returns the first-stage loader for c, or "" when there is none to give: c is not
 // netbooting, or its firmware is one bootd has no loader for. An HTTP-boot client only ever gets
 // a URL: a TFTP name would make its firmware fail the boot.
-func (h *Handler) bootFile(c client) string {
+func (h *Handler) bootFile(c client, mac net.HardwareAddr) string {
 	switch {
 	case !c.pxe:
 		return ""
@@ -82,7 +83,7 @@ func (h *Handler) bootFile(c client) string {
 		return h.opts.HTTPBase + "/boot.ipxe"
 	case c.http:
 		if c.hasArch && c.arch == iana.EFI_X86_64_HTTP {
-			return h.opts.HTTPBase + "/ipxe/" + uefiLoader
+			return h.opts.HTTPBase + "/ipxe/" + h.uefiLoader(mac)
 		}
 		return ""
 	case !c.hasArch:
@@ -92,9 +93,33 @@ func (h *Handler) bootFile(c client) string {
 	case iana.INTEL_X86PC:
 		return biosLoader
 	case iana.EFI_IA32, iana.EFI_X86_64, iana.EFI_BC:
-		return uefiLoader
+		return h.uefiLoader(mac)
 	}
 	return ""
+}
+
+// uefiLoader is the UEFI loader mac gets: the Loaders' choice, ipxe.efi without them.
+func (h *Handler) uefiLoader(mac net.HardwareAddr) string {
+	if h.opts.Loaders == nil {
+		return uefiLoader
+	}
+	return h.opts.Loaders.UEFILoader(mac)
+}
+
+// noteLoader tells the Loaders what a netbooting client's request says: iPXE runs (its loader
+// started), or its firmware asks (a DISCOVER: a new attempt; an ACK: the loader it was given).
+func (h *Handler) noteLoader(req *dhcpv4.DHCPv4, c client, ack bool, file string) {
+	if h.opts.Loaders == nil || !c.pxe {
+		return
+	}
+	switch {
+	case c.ipxe:
+		h.opts.Loaders.IPXE(req.ClientHWAddr)
+	case ack:
+		h.opts.Loaders.Firmware(req.ClientHWAddr, file)
+	case req.MessageType() == dhcpv4.MessageTypeDiscover:
+		h.opts.Loaders.Firmware(req.ClientHWAddr, "")
+	}
 }
 
 // pxeDiscoveryControl is option 43 with PXE_DISCOVERY_CONTROL (sub-option 6) = 8: "boot the file
@@ -106,7 +131,7 @@ var pxeDiscoveryControl = []byte{6, 1, 8, 255}
 // addBoot puts the boot file and PXE options for c into resp and returns the file, "" when c
 // gets none (and then no PXE options either).
 func (h *Handler) addBoot(req, resp *dhcpv4.DHCPv4, c client) string {
-	file := h.bootFile(c)
+	file := h.bootFile(c, req.ClientHWAddr)
 	if file == "" {
 		return ""
 	}

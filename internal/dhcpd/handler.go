@@ -52,6 +52,21 @@ type Options struct {
 	Domain   string       // empty: no option 15
 	HTTPBase string       // e.g. "http://10.80.0.1" or "http://10.80.0.1:8080" (no trailing slash)
 	Meter    Meter        // counts the exchanges; nil: none
+	// Loaders picks UEFI PCs' loaders and hears which PCs start theirs; nil: ipxe.efi for all.
+	Loaders Loaders
+}
+
+// Loaders is what the handler needs to pick a UEFI PC's first-stage loader: iPXE with its own
+// drivers (ipxe.efi), or with the firmware's network driver (snponly.efi), which works on boards
+// that hang in ipxe.efi. It also hears which PCs' loaders never start (Secure Boot refuses them).
+type Loaders interface {
+	// UEFILoader is the loader file for mac: ipxe.efi or snponly.efi.
+	UEFILoader(mac net.HardwareAddr) string
+	// Firmware records that mac's firmware (not iPXE) asked to netboot: file is the loader an ACK
+	// gave it, "" for a DISCOVER (a new attempt).
+	Firmware(mac net.HardwareAddr, file string)
+	// IPXE records that iPXE runs on mac: its loader started.
+	IPXE(mac net.HardwareAddr)
 }
 
 // Meter counts what the listener does (internal/metrics implements it). Serve calls it from

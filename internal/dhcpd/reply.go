@@ -51,6 +51,7 @@ func (h *Handler) leaseReply(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, c clien
 		resp.UpdateOption(dhcpv4.OptHostName(l.Hostname))
 	}
 	file := h.addBoot(req, resp, c)
+	h.noteLoader(req, c, typ == dhcpv4.MessageTypeAck, file)
 	log = log.WithFields(logrus.Fields{
 		"ip": l.IP.String(), "hostname": l.Hostname, "arch": c.archName(), "bootfile": file,
 	})

@@ -125,7 +125,7 @@ func TestCountsCheck(t *testing.T) {
 			line := `{"level":"info","msg":"tftp transfer counts","` + countsField + `":` + tt.entry + "}\n"
 			log, hook := logtest.NewNullLogger()
 			var got []Counts
-			relayLog(strings.NewReader(line), log, nil, func() {}, func(c Counts) { got = append(got, c) })
+			relayLog(strings.NewReader(line), log, nil, func() {}, func(c Counts) { got = append(got, c) }, nil)
 			if tt.ok != (len(got) == 1) {
 				t.Fatalf("taken %d times, want ok=%v; log %v", len(got), tt.ok, hook.AllEntries())
 			}

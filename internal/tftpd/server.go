@@ -222,7 +222,7 @@ func (s *service) logTransfer(log logrus.FieldLogger, file string, n int64, d ti
 	switch {
 	case err == nil:
 		s.counted.add(OutcomeDone, file, n, d)
-		log.Info("tftp transfer done")
+		log.Info(transferDone)
 	case isTSizeProbe(err):
 		s.counted.add(OutcomeProbe, file, n, d)
 		log.Debug("tftp tsize probe: client aborted after the option ack, as UEFI firmware does")
@@ -232,6 +232,10 @@ func (s *service) logTransfer(log logrus.FieldLogger, file string, n int64, d ti
 		s.remote.Log(log.WithError(err), logrus.WarnLevel, "tftp transfer failed")
 	}
 }
+
+// transferDone is the log message of a finished transfer: the worker's relay (Worker.OnSent)
+// recognises it by this text.
+const transferDone = "tftp transfer done"
 
 // isTSizeProbe recognises a client that sent error 8 (option negotiation
 // refused, RFC 2347) in answer to our OACK, before any data: UEFI firmware

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/user"
@@ -59,6 +60,9 @@ type Worker struct {
 	Exe    string        // the bootd binary (os.Executable): it must run RunWorker for WorkerCommand
 	Server *Server       // what to serve: its directory and the files New found there
 	Meter  TransferMeter // told the transfers the workers report (nil: counted nowhere)
+	// OnSent, when set, hears of every file the worker sent whole, and to whom (bootd's loader
+	// watch: which PC fetched which iPXE binary).
+	OnSent func(client netip.Addr, file string)
 }
 
 // Serve runs workers on conn until ctx is done, then stops the one running and returns nil. It
@@ -142,7 +146,7 @@ func (w Worker) runOnce(ctx context.Context, sock *os.File, l *launch, counts *w
 	defer logs.Close()
 	readyCh, relayed := make(chan struct{}), make(chan struct{})
 	go func() {
-		relayLog(logs, w.Server.log, reservedKeys(w.Server.log), func() { close(readyCh) }, counts.report)
+		relayLog(logs, w.Server.log, reservedKeys(w.Server.log), func() { close(readyCh) }, counts.report, w.OnSent)
 		close(relayed)
 	}()
 	exited := make(chan error, 1)

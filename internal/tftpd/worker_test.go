@@ -495,7 +495,7 @@ func TestRelayLog(t *testing.T) {
 			base.SetLevel(logrus.DebugLevel)
 			log := base.WithField("listener", "tftp")
 			readies := 0
-			relayLog(strings.NewReader(tt.input), log, reservedKeys(log), func() { readies++ }, func(Counts) {})
+			relayLog(strings.NewReader(tt.input), log, reservedKeys(log), func() { readies++ }, func(Counts) {}, nil)
 			var got []string
 			for _, e := range hook.AllEntries() {
 				line := fmt.Sprintf("%s %s %v", e.Level, e.Message, e.Data["listener"])

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,9 +23,9 @@ const maxLogLine = 64 << 10
 // relayLog turns the worker's log lines (logrus JSON) into entries of log, at their own level
 // (at most error) with their own fields (but none of reserved), so bootd's log keeps one format
 // and one level setting. A line that is no such entry (a Go panic, say) is relayed as an error.
-// It calls onReady once, at the worker's ready entry, and onCounts with each counts entry that
-// checks out (counts.go), and returns at the end of r.
-func relayLog(r io.Reader, log logrus.FieldLogger, reserved []string, onReady func(), onCounts func(Counts)) {
+// It calls onReady once, at the worker's ready entry, onCounts with each counts entry that
+// checks out (counts.go), onSent (when set) at each finished transfer, and returns at the end of r.
+func relayLog(r io.Reader, log logrus.FieldLogger, reserved []string, onReady func(), onCounts func(Counts), onSent func(netip.Addr, string)) {
 	br := bufio.NewReaderSize(r, maxLogLine)
 	readied := false
 	for {
@@ -42,6 +43,9 @@ func relayLog(r io.Reader, log logrus.FieldLogger, reserved []string, onReady fu
 			case fields[countsField] != nil:
 				takeCounts(fields[countsField], log, onCounts)
 			default:
+				if onSent != nil && msg == transferDone {
+					sent(fields, onSent)
+				}
 				log.WithFields(safeFields(fields, reserved)).Log(max(level, logrus.ErrorLevel), safeText(msg)) // lower levels are more severe
 			}
 		}
@@ -133,4 +137,16 @@ func takeCounts(v any, log logrus.FieldLogger, onCounts func(Counts)) {
 		return
 	}
 	onCounts(c)
+}
+
+// sent passes a finished transfer's client address and file to onSent; an entry without them
+// (none the worker writes) is skipped.
+func sent(fields logrus.Fields, onSent func(netip.Addr, string)) {
+	client, _ := fields["client"].(string)
+	file, _ := fields["file"].(string)
+	ap, err := netip.ParseAddrPort(client)
+	if err != nil || file == "" {
+		return
+	}
+	onSent(ap.Addr(), file)
 }
