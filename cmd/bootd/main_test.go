@@ -31,6 +31,12 @@ func TestPrintNodes(t *testing.T) {
 		Waiting: []inventory.Machine{{MAC: "52:54:00:00:00:02", Facts: inventory.Facts{Manufacturer: "QEMU", Product: "Standard PC", Platform: "efi", Arch: "x86_64"},
 			FirstSeen: now.Add(-2 * time.Minute), LastSeen: now.Add(-time.Second)}},
 		Power: map[string]power.Result{"c1": {Node: "c1", Method: power.MethodIPMI, BMC: "10.80.1.101", State: power.StateOn}},
+		NotStarted: []ctl.LoaderTrouble{
+			{MAC: "52:54:00:00:00:07", Fetched: map[string]int{"ipxe.efi": 1}, LastFetched: now.Add(-time.Minute), Next: "snponly.efi",
+				Advice: "ipxe.efi never started on it: it gets snponly.efi at its next netboot (power-cycle it)"},
+			{MAC: "52:54:00:00:00:08", Node: "c4", Fetched: map[string]int{"ipxe.efi": 1, "snponly.efi": 2}, LastFetched: now.Add(-30 * time.Second), Next: "snponly.efi",
+				Advice: "Secure Boot is probably on, and refuses the unsigned iPXE: turn Secure Boot off in the PC's firmware setup and netboot it again (README: Secure Boot)"},
+		},
 	}
 	var buf bytes.Buffer
 	printNodes(&buf, r, now)

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,6 +25,8 @@ from its address), ready (reported its hardware: CPUs, memory, GPUs, as Slurm wi
 validated (passed 'bootd check' since: munge, Slurm, srun, NFS, time, modules, GPUs work on it).
 POWER is what the node's BMC last said (bootd asks every minute and after 'bootd power'): on,
 off, or ? when it did not answer; "woken" after a Wake-on-LAN packet; - for a node without a BMC.
+Then, if there are any, the UEFI PCs that fetched iPXE and never started it, with what to do:
+a board that hangs in ipxe.efi gets snponly.efi next; one that refuses both has Secure Boot on.
 `
 
 func runNodes(args []string) error {
@@ -64,6 +68,29 @@ func printNodes(w io.Writer, r ctl.NodesReply, now time.Time) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	printWaiting(w, r.Waiting, now)
+	printNotStarted(w, r.NotStarted, now)
+}
+
+// printNotStarted lists PCs that fetched iPXE and never started it, with what to do (only when
+// there are any: a lab without them sees nothing new).
+func printNotStarted(w io.Writer, pcs []ctl.LoaderTrouble, now time.Time) {
+	if len(pcs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "iPXE NEVER STARTED MAC\tNODE\tFETCHED, NEVER STARTED\tLAST FETCHED\tNEXT\n")
+	for _, p := range pcs {
+		var fetched []string
+		for _, f := range slices.Sorted(maps.Keys(p.Fetched)) {
+			fetched = append(fetched, fmt.Sprintf("%s x%d", f, p.Fetched[f]))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.MAC, orDash(p.Node), strings.Join(fetched, ", "), ago(p.LastFetched, now), p.Next)
+	}
+	tw.Flush()
+	for _, p := range pcs {
+		fmt.Fprintf(w, "%s: %s\n", p.MAC, p.Advice)
+	}
 }
 
 func printWaiting(w io.Writer, waiting []inventory.Machine, now time.Time) {

@@ -358,7 +358,34 @@ func (c controller) Names() ctl.Names { return c.d.names() }
 
 func (d *daemon) nodesReply() ctl.NodesReply {
 	nodes, waiting := d.inv.Snapshot()
-	return ctl.NodesReply{Nodes: nodes, Waiting: waiting, Leases: d.inv.Leases(),
+	r := ctl.NodesReply{Nodes: nodes, Waiting: waiting, Leases: d.inv.Leases(),
 		Server: ctl.ServerInfo{Interface: d.cfg.Interface, Address: d.server, Started: d.started},
 		Power:  d.powered.snapshot()}
+	if d.loaders != nil {
+		r.NotStarted = d.loaders.NotStarted(func(mac string) string {
+			if n, err := d.inv.NodeByMAC(mac); err == nil {
+				return n.Name
+			}
+			return ""
+		})
+	}
+	return r
+}
+
+// loaderSent hears of a loader TFTP sent whole to address a: the PC holding a (as a node, or by
+// its discovery lease) fetched it.
+func (d *daemon) loaderSent(a netip.Addr, file string) {
+	mac := ""
+	if n, err := d.inv.NodeByAddress(a); err == nil {
+		mac = n.MAC
+	} else {
+		for _, l := range d.inv.Leases() {
+			if l.Address == a && !l.Declined {
+				mac = l.MAC
+			}
+		}
+	}
+	if hw, err := net.ParseMAC(mac); err == nil {
+		d.loaders.Sent(hw, file)
+	}
 }

@@ -76,6 +76,8 @@ type daemon struct {
 	metrics    *metrics.Metrics
 	stages     *stages
 	roleImages *roleImages
+	// loaders picks UEFI loaders and keeps which PCs never started theirs (loaders.go).
+	loaders *loaderWatch
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -153,7 +155,8 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	d := &daemon{cfg: cfg, server: server, inv: inv, images: artifact.NewCatalog(cfg.ImagesDir, log.WithField("part", "images")),
 		tftp: tftp, log: log, started: time.Now(), neighbourMAC: neigh.MAC, secrets: sec, templates: overlays.FS,
 		probe: arpprobe.New(cfg.Interface), remote: ratelog.New(ratelog.Every), booting: bootphase.New(bootphase.DefaultPatience),
-		power: power.NewSwitch(cfg.Interface)}
+		power:   power.NewSwitch(cfg.Interface),
+		loaders: newLoaderWatch(cfg.UEFI)}
 	d.scout = newScout(d)
 	d.stages, d.roleImages = newStages(), newRoleImages(d)
 	d.metrics = metrics.New(d.census)
@@ -265,7 +268,7 @@ func (d *daemon) serveTFTP(ctx context.Context, conn *net.UDPConn) error {
 		conn.Close()
 		return fmt.Errorf("tftp: find the bootd binary to run its worker: %w", err)
 	}
-	return tftpd.Worker{Exe: exe, Server: d.tftp, Meter: d.metrics}.Serve(ctx, conn)
+	return tftpd.Worker{Exe: exe, Server: d.tftp, Meter: d.metrics, OnSent: d.loaderSent}.Serve(ctx, conn)
 }
 
 // checkReplySource warns when the kernel would send to the lab from another address than
@@ -287,7 +290,7 @@ func (d *daemon) checkReplySource() {
 func (d *daemon) serveDHCP(ctx context.Context) error {
 	h := dhcpd.NewHandler(dhcpd.Options{
 		ServerIP: d.server, Subnet: d.cfg.Network.Subnet, Router: d.cfg.Network.Gateway,
-		DNS: d.cfg.Network.DNS, Domain: d.cfg.Network.Domain, HTTPBase: d.baseURL(), Meter: d.metrics,
+		DNS: d.cfg.Network.DNS, Domain: d.cfg.Network.Domain, HTTPBase: d.baseURL(), Meter: d.metrics, Loaders: d.loaders,
 	}, leaser{d}, d.log.WithField("listener", "dhcp"))
 	return h.Serve(ctx, d.cfg.Interface, d.cfg.Ports.DHCP)
 }

@@ -22,6 +22,20 @@ type NodesReply struct {
 	// Power is what bootd last learned of each node's power, by node name: from its BMC, polled
 	// every minute and after every power action, or the magic packets sent to a node without one.
 	Power map[string]power.Result `json:"power,omitempty"`
+
+	// NotStarted are PCs that fetched a first-stage loader and never started it.
+	NotStarted []LoaderTrouble `json:"loader_not_started,omitempty"`
+}
+
+// LoaderTrouble is a PC that fetched iPXE and never ran it: a board that hangs in ipxe.efi, or
+// Secure Boot refusing the unsigned binary. Advice says what to do.
+type LoaderTrouble struct {
+	MAC         string         `json:"mac"`
+	Node        string         `json:"node,omitempty"` // its name, when it is assigned
+	Fetched     map[string]int `json:"fetched"`        // loader -> times fetched and never started
+	LastFetched time.Time      `json:"last_fetched"`
+	Next        string         `json:"next_loader"` // what its next netboot gets
+	Advice      string         `json:"advice"`
 }
 
 // MarshalJSON writes nodes and waiting as arrays even when there are none: a fresh daemon's
