@@ -49,19 +49,22 @@ func Node(body []byte, n NodeInfo, templates fs.FS) ([]byte, error) {
 }
 
 // bootArgs are the arguments bootd's netboot gives a node (internal/httpd):
-// dracut's static ip= on the BOOTIF NIC and bootd=, plus rd.neednet=1, which
+// dracut's static ip= on the BOOTIF NIC, nameserver= and bootd=, plus rd.neednet=1, which
 // a disk boot needs to bring the network up in the initramfs.
 func bootArgs(n NodeInfo, mac net.HardwareAddr) string {
 	gw := ""
 	if n.Gateway.IsValid() {
 		gw = n.Gateway.String()
 	}
-	return strings.Join([]string{
+	args := []string{
 		fmt.Sprintf("ip=%s::%s:%s:%s::none", n.Address, gw, n.Netmask, n.Name),
 		"BOOTIF=01-" + strings.ReplaceAll(mac.String(), ":", "-"),
-		"rd.neednet=1",
-		"bootd=" + n.BootdURL,
-	}, " ")
+	}
+	// The initramfs's NetworkManager connection, which the booted node keeps, gets DNS only so.
+	for _, a := range n.DNS {
+		args = append(args, "nameserver="+a.String())
+	}
+	return strings.Join(append(args, "rd.neednet=1", "bootd="+n.BootdURL), " ")
 }
 
 func checkNode(n NodeInfo) error {
