@@ -36,7 +36,7 @@ func newImgLab(ctx context.Context, t *testing.T) *imgLab {
 	l := &imgLab{dir: dir, log: logrus.New()}
 	l.log.SetLevel(logrus.WarnLevel)
 	start := time.Now()
-	site, err := testrepo.StandInTree(ctx, "..", dir, "master", "compute")
+	site, err := testrepo.StandInTree(ctx, "..", dir, "master", "compute", "compute-legacy")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,13 +169,14 @@ func TestImgbuild(t *testing.T) {
 	})
 	t.Run("the CI script builds twice, compares and publishes", func(t *testing.T) {
 		l.lock(ctx, t, "master") // the nfs edit above made master's lock stale too
+		l.lock(ctx, t, "compute-legacy")
 		script := exec.CommandContext(ctx, "../ci/build-images.sh", "--tree", l.dir, "--site", l.site, "--version", "ci-1", "--publish", filepath.Join(l.dir, "published"))
 		if out, err := script.CombinedOutput(); err != nil {
 			t.Fatalf("ci/build-images.sh: %v\n%s", err, out)
 		} else {
 			t.Logf("ci/build-images.sh:\n%s", out)
 		}
-		for _, img := range []string{"master", "compute"} {
+		for _, img := range []string{"master", "compute", "compute-legacy"} {
 			checkImage(ctx, t, filepath.Join(l.dir, "published", img, "ci-1"), nil, nil)
 		}
 	})
