@@ -267,6 +267,7 @@ func (d *daemon) target(n inventory.Node) (httpd.Target, error) {
 		Kernel: m.Kernel.File, Initrds: m.Initrds, Cmdline: m.Cmdline}
 	if m.Rootfs != nil {
 		t.Rootfs, t.RootfsSHA256 = m.Rootfs.File, m.Files[m.Rootfs.File].SHA256
+		t.WritableArgs = d.cfg.NodeKernelArgs(n.Name, p.Role)
 	}
 	return t, nil
 }

@@ -24,6 +24,8 @@ type Config struct {
 	Users     []User // lab members, in the file's order
 	BMC       BMCs   // the nodes' BMCs; a node without one is woken with Wake-on-LAN
 	UEFI      UEFI   // which loader UEFI PCs get
+	Writable  Writable
+	Disks     []Disk // local disks handed over to bootd, in the file's order
 	// NodeImages are nodes that boot another image than their role's (node name -> image name):
 	// compute-legacy for PCs whose GPUs the open kernel modules do not drive.
 	NodeImages map[string]string
@@ -117,8 +119,9 @@ func Default() Config {
 		},
 		Slurm: Slurm{ClusterName: "lab", ProctrackType: "proctrack/cgroup", TaskPlugin: "task/cgroup,task/affinity",
 			SuspendTimeout: 2 * time.Minute, ResumeTimeout: 10 * time.Minute},
-		BMC:  BMCs{User: "ADMIN", Protocol: ProtocolIPMI},
-		UEFI: UEFI{Loader: LoaderIPXE, Fallback: true},
+		BMC:      BMCs{User: "ADMIN", Protocol: ProtocolIPMI},
+		UEFI:     UEFI{Loader: LoaderIPXE, Fallback: true},
+		Writable: Writable{RAM: "50%"},
 	}
 }
 

@@ -82,6 +82,8 @@ func (c *Config) set(k toml.Key, v any) error {
 		return c.setBMC(k, v)
 	case "node_images":
 		return c.setNodeImage(k, v)
+	case "disks":
+		return c.setDisk(k, v)
 	}
 	if f, ok := fields[name]; ok {
 		return f.set(c, v)
@@ -141,7 +143,7 @@ func lookup(m map[string]any, k toml.Key) any {
 }
 
 // tables are the file's sections.
-var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm", "users", "bmc", "uefi", "node_images"}
+var tables = []string{"ports", "network", "discovery", "master", "compute", "slurm", "users", "bmc", "uefi", "node_images", "writable", "disks"}
 
 // field decodes one key into a Config and reads it back.
 type field struct {
@@ -193,6 +195,8 @@ var fields = map[string]field{
 	"uefi.loader":   of(asString, func(c *Config) *string { return &c.UEFI.Loader }),
 	"uefi.snponly":  of(asStrings, func(c *Config) *[]string { return &c.UEFI.SNPOnly }),
 	"uefi.fallback": of(asBool, func(c *Config) *bool { return &c.UEFI.Fallback }),
+
+	"writable.ram": of(asString, func(c *Config) *string { return &c.Writable.RAM }),
 }
 
 // of ties a decoder to the Config field at ptr.

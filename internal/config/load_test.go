@@ -72,6 +72,8 @@ func TestLoadExample(t *testing.T) {
 	want.BMC.Nodes = []BMC{{Node: "c1", Protocol: "ipmi", Address: "10.80.1.101", User: "ADMIN"}}
 	want.UEFI.SNPOnly = []string{"00:1b:21", "52:54:00:12:34:56"}
 	want.NodeImages = map[string]string{"c7": "compute-legacy"}
+	want.Disks = []Disk{{Name: "scratch", Use: []string{"scratch"}, Roles: []string{"compute"}, Nodes: []string{}, Serial: "S4EWNX0R123456",
+		Model: "Samsung_SSD_870*", Path: "", MinSize: 200 << 30, MaxSize: 0, Wipe: false}}
 	assertConfig(t, got, want)
 	// README's appliance, 10.80.0.1, is the example's gateway too: it routes for the lab.
 	if err := got.Validate(netip.MustParseAddr("10.80.0.1")); err != nil {
@@ -110,6 +112,9 @@ func acceptedKeys() []string {
 	for k := range bmcFields {
 		keys = append(keys, "bmc.NAME."+k)
 	}
+	for k := range diskFields {
+		keys = append(keys, "disks.NAME."+k)
+	}
 	return sorted(keys)
 }
 
@@ -125,6 +130,11 @@ func exampleKeys(c Config) []string {
 		for _, b := range c.BMC.Nodes {
 			if node := (toml.Key{"bmc", b.Node}).String(); k == node || strings.HasPrefix(k, node+".") {
 				k = "bmc.NAME" + strings.TrimPrefix(k, node)
+			}
+		}
+		for _, d := range c.Disks {
+			if disk := (toml.Key{"disks", d.Name}).String(); k == disk || strings.HasPrefix(k, disk+".") {
+				k = "disks.NAME" + strings.TrimPrefix(k, disk)
 			}
 		}
 		keys = append(keys, k)

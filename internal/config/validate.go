@@ -17,7 +17,7 @@ import (
 func (c Config) Validate(server netip.Addr) error {
 	checks := []func() error{
 		c.checkBasics, c.checkPorts, c.checkSubnet, c.checkNetwork,
-		c.checkDiscovery, c.checkCompute, c.checkMaster, c.checkNTPServers, c.checkOverlaps, c.checkSlurm, c.checkPowerSaving, c.checkUsers, c.checkBMCs, c.checkUEFI, c.checkNodeImages,
+		c.checkDiscovery, c.checkCompute, c.checkMaster, c.checkNTPServers, c.checkOverlaps, c.checkSlurm, c.checkPowerSaving, c.checkUsers, c.checkBMCs, c.checkUEFI, c.checkNodeImages, c.checkWritable, c.checkDisks,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -50,8 +50,8 @@ func (c Config) fileLine(key string) (int, bool) {
 		return 0, false
 	}
 	line, ok := c.origin.lines[key]
-	if strings.HasPrefix(key, "users.") || strings.HasPrefix(key, "bmc.") || strings.HasPrefix(key, "node_images.") {
-		return line, ok // no flag sets users, BMCs or node images
+	if strings.HasPrefix(key, "users.") || strings.HasPrefix(key, "bmc.") || strings.HasPrefix(key, "node_images.") || strings.HasPrefix(key, "disks.") {
+		return line, ok // no flag sets users, BMCs, node images or disks
 	}
 	f, known := fields[key]
 	if !ok || !known || !reflect.DeepEqual(f.get(&c), f.get(&c.origin.loaded)) {

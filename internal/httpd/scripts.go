@@ -119,6 +119,7 @@ func KernelArgs(opts Options, t Target) string {
 		// targetView refuses a root image without a hash: bootd-verify boots one unchecked.
 		args = append(args, "root=live:"+imageURL(opts.BaseURL, t, t.Rootfs), "rd.live.image", "rd.live.overlay.overlayfs=1",
 			"rd.bootd.sha256="+t.RootfsSHA256)
+		args = append(args, t.WritableArgs...)
 	}
 	if t.Cmdline != "" {
 		args = append(args, t.Cmdline)

@@ -33,6 +33,9 @@ type Target struct {
 	// Rootfs is the image's root file system (a squashfs file name), "" for kernel+initrd
 	// images; RootfsSHA256 is its hash from the verified manifest.
 	Rootfs, RootfsSHA256 string
+	// WritableArgs place a live root's writable layer (bootd's [writable] and [disks]:
+	// rd.bootd.ram=, rd.bootd.disk=), for the base layer's bootd-disk dracut module.
+	WritableArgs []string
 }
 
 // Machines is what the listener needs from the inventory.

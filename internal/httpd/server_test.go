@@ -32,7 +32,8 @@ func (f *fakeMachines) target() Target {
 	mac, _ := net.ParseMAC(assignedMAC)
 	return Target{Name: "c4", Role: "compute", Address: netip.MustParseAddr("10.80.0.104"), MAC: mac,
 		Image: "compute", Version: "2026.11.21-1", Kernel: "vmlinuz", Initrds: []string{"initramfs.img"}, Cmdline: "console=ttyS0 quiet",
-		Rootfs: "rootfs.squashfs", RootfsSHA256: strings.Repeat("ab", 32)}
+		Rootfs: "rootfs.squashfs", RootfsSHA256: strings.Repeat("ab", 32),
+		WritableArgs: []string{"rd.bootd.ram=50%", "rd.bootd.disk=scratch:scratch:serial=S4EW,minsize=214748364800"}}
 }
 
 func (f *fakeMachines) Boot(mac net.HardwareAddr, from netip.Addr, facts Facts) (Target, bool, error) {
