@@ -54,6 +54,9 @@ func TestBootd(t *testing.T) {
 	t.Run("inventory/states and facts", func(t *testing.T) {
 		s.checkInventory(ctx, t)
 	})
+	t.Run("uefi/secure boot: listed with what to do", func(t *testing.T) {
+		s.secureBoot(ctx, t)
+	})
 	t.Run("appliance/strict reverse-path filtering seen", func(t *testing.T) {
 		// The lab's bridge has rp_filter 1 (vlab.New): bootd reads its namespace's /proc/sys.
 		log, err := os.ReadFile(b.Proc.LogPath)
@@ -64,6 +67,45 @@ func TestBootd(t *testing.T) {
 			t.Errorf("bootd's log, want it to see strict reverse-path filtering:\n%s", log)
 		}
 	})
+}
+
+// secureBoot powers on a UEFI PC with Secure Boot on (Microsoft's keys, as shipped PCs have):
+// it fetches ipxe.efi and refuses to run it, its firmware tries its next boot option (UEFI HTTP
+// boot, which bootd answers with snponly.efi, the fallback), refuses that too, and stops. bootd
+// nodes lists it among the PCs whose iPXE never started, with the Secure Boot advice.
+func (s *scenario) secureBoot(ctx context.Context, t *testing.T) {
+	requireFiles(t, vlab.OVMFSecureBootCode, vlab.OVMFSecureBootVars)
+	const mac = "52:54:00:e2:e0:5b"
+	vm := s.startVM(ctx, t, pc("uefi-secureboot", mac, vlab.UEFISecureBoot))
+	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		r, err := s.b.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range r.NotStarted {
+			if p.MAC == mac && strings.Contains(p.Advice, "Secure Boot") {
+				t.Logf("listed %s after power on: fetched %v, next %s: %s", time.Since(vm.Started).Round(time.Second), p.Fetched, p.Next, p.Advice)
+				out, err := s.b.CLI(ctx, "nodes")
+				if err != nil || !strings.Contains(out, mac+": Secure Boot is probably on") {
+					t.Errorf("bootd nodes (%v):\n%s", err, out)
+				}
+				t.Logf("bootd nodes:\n%s", out)
+				for _, l := range vm.ConsoleLines("Access Denied") {
+					t.Logf("console: %s", strings.TrimSpace(l))
+				}
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never listed with the Secure Boot advice: %v; last list %+v; console tail:\n%s", ctx.Err(), r.NotStarted, vm.ConsoleTail(30))
+		case <-tick.C:
+		}
+	}
 }
 
 type scenario struct {

@@ -27,7 +27,13 @@ import (
 // they depend on): the live root over HTTP (livenet, dmsquash-live, overlayfs), dracut's
 // script-based network module (the host runs no systemd as PID 1, and network-legacy needs none),
 // and the base layer's bootd-verify.
-var dracutModules = []string{"bash", "base", "dmsquash-live", "livenet", "network-legacy", "bootd-verify"}
+var dracutModules = []string{"bash", "base", "dmsquash-live", "livenet", "network-legacy", "bootd-verify", "bootd-disk"}
+
+// layerDracutModules are the base layer's own dracut modules, copied into the unpacked dracut.
+var layerDracutModules = map[string]string{
+	"99bootd-verify": filepath.Join("..", "layers", "files", "base", "dracut", "99bootd-verify"),
+	"98bootd-disk":   filepath.Join("..", "layers", "files", "base", "dracut", "98bootd-disk"),
+}
 
 const (
 	dracutLabAddr = "10.80.0.1/24"
@@ -45,7 +51,7 @@ const (
 const dracutRootInit = `#!/bin/busybox sh
 bb=/bin/busybox
 $bb mount -t proc proc /proc 2>/dev/null
-echo "` + dracutLiveMarker + ` host=$($bb hostname) root=$($bb awk '$2 == "/" { r = $1 ":" $3 } END { print r }' /proc/mounts)"
+echo "` + dracutLiveMarker + ` host=$($bb hostname) root=$($bb awk '$2 == "/" { r = $1 ":" $3 } END { print r }' /proc/mounts) writable=$($bb cat /run/bootd-disk/state 2>/dev/null | $bb tr ' ' '_')"
 $bb sync
 $bb poweroff -f
 `
@@ -67,8 +73,7 @@ func TestRealDracutLiveRoot(t *testing.T) {
 
 	initrd := filepath.Join(dir, "initramfs-dracut.img")
 	res, err := vlab.BuildDracutInitramfs(ctx, vlab.DracutSpec{
-		WorkDir: dir, Output: initrd, Modules: dracutModules,
-		ExtraModules: map[string]string{"99bootd-verify": filepath.Join("..", "layers", "files", "base", "dracut", "99bootd-verify")},
+		WorkDir: dir, Output: initrd, Modules: dracutModules, ExtraModules: layerDracutModules,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +109,9 @@ func TestRealDracutLiveRoot(t *testing.T) {
 	// PID 1 and a refused image stops the node the way bootd-verify does it there: init exits and
 	// the kernel panics. panic=-1 makes the kernel reboot at once, which -no-reboot turns into
 	// QEMU exiting; without it the VM would sit at the panic, stopped but running.
+	// bootd's default writable layer: a tmpfs of [writable] ram.
 	cmdline := func(hash string) string {
-		return liveRootArgs(dracutServer, dracutNodeIP, dracutMAC, "node1", dracutImage, hash, "panic=-1")
+		return liveRootArgs(dracutServer, dracutNodeIP, dracutMAC, "node1", dracutImage, hash, "panic=-1", "rd.bootd.ram=25%")
 	}
 	boot := func(t *testing.T, name, hash string) *vlab.VM {
 		t.Helper()
@@ -125,7 +131,7 @@ func TestRealDracutLiveRoot(t *testing.T) {
 		vm := boot(t, "dracut-ok", sum)
 		bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer bcancel()
-		m, err := vm.WaitConsole(bctx, regexp.MustCompile(dracutLiveMarker+` host=(\S+) root=(\S+)`))
+		m, err := vm.WaitConsole(bctx, regexp.MustCompile(dracutLiveMarker+` host=(\S+) root=(\S+) writable=(\S*)`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,6 +141,9 @@ func TestRealDracutLiveRoot(t *testing.T) {
 		}
 		if !strings.HasSuffix(m[2], ":overlay") {
 			t.Errorf("/ in the live root is %q, want dmsquash-live's overlay", m[2])
+		}
+		if m[3] != "ram_25%" {
+			t.Errorf("the root's writes: %q, want bootd-disk's tmpfs of 25%% of RAM (rd.bootd.ram=25%%)", m[3])
 		}
 		for _, want := range []string{"bootd: root image sha256 ok", "dracut: fetching http://" + dracutServer + dracutImage, "dracut: Switching root"} {
 			if len(vm.ConsoleLines(want)) == 0 {
@@ -213,14 +222,19 @@ func TestRealDracutLiveRoot(t *testing.T) {
 
 // liveRootArgs is the kernel command line bootd renders (httpd.KernelArgs) for node name at
 // addr/24 with mac, whose live root is served at http://server<image> (/images/<name>/<version>/
-// <file>) with sha256 hash, and the image's own arguments extra.
-func liveRootArgs(server, addr, mac, name, image, hash, extra string) string {
+// <file>) with sha256 hash, the image's own arguments extra, and the writable layer's.
+func liveRootArgs(server, addr, mac, name, image, hash, extra string, writable ...string) string {
+	return liveRootArgsDNS(server, addr, mac, name, image, hash, extra, nil, writable...)
+}
+
+// liveRootArgsDNS is liveRootArgs for a lab with DNS servers (nameserver=).
+func liveRootArgsDNS(server, addr, mac, name, image, hash, extra string, dns []netip.Addr, writable ...string) string {
 	parts := strings.Split(strings.TrimPrefix(image, "/"), "/") // images, name, version, file
 	hw, _ := net.ParseMAC(mac)
-	opts := httpd.Options{BaseURL: "http://" + server, Netmask: netip.MustParseAddr("255.255.255.0"), Gateway: netip.MustParseAddr(strings.Split(server, ":")[0])}
+	opts := httpd.Options{BaseURL: "http://" + server, Netmask: netip.MustParseAddr("255.255.255.0"), Gateway: netip.MustParseAddr(strings.Split(server, ":")[0]), DNS: dns}
 	return httpd.KernelArgs(opts, httpd.Target{
 		Name: name, Address: netip.MustParseAddr(addr), MAC: hw,
-		Image: parts[1], Version: parts[2], Rootfs: parts[3], RootfsSHA256: hash, Cmdline: extra,
+		Image: parts[1], Version: parts[2], Rootfs: parts[3], RootfsSHA256: hash, Cmdline: extra, WritableArgs: writable,
 	})
 }
 
@@ -246,6 +260,11 @@ func checkDracutInitramfs(ctx context.Context, t *testing.T, img string) {
 
 // buildDracutLiveRoot writes the live root squashfs to img and returns its sha256.
 func buildDracutLiveRoot(ctx context.Context, t *testing.T, root, img string) string {
+	return buildLiveRootWith(ctx, t, root, img, dracutRootInit)
+}
+
+// buildLiveRootWith is buildDracutLiveRoot with init as the root's /sbin/init.
+func buildLiveRootWith(ctx context.Context, t *testing.T, root, img, init string) string {
 	t.Helper()
 	for _, d := range []string{"bin", "sbin", "proc", "sys", "dev", "run", "tmp", "etc", "var", "usr"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
@@ -265,7 +284,7 @@ func buildDracutLiveRoot(ctx context.Context, t *testing.T, root, img string) st
 	if err := os.Symlink("busybox", filepath.Join(root, "bin", "sh")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "sbin", "init"), []byte(dracutRootInit), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "sbin", "init"), []byte(init), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Dir(img), 0o755); err != nil {

@@ -8,6 +8,7 @@ packages=(
   qemu-system-x86 ovmf ipxe          # PCs that netboot: SeaBIOS + iPXE ROMs, OVMF; iPXE binaries to serve
   linux-image-amd64 busybox-static   # kernel and userland of the test image
   cpio squashfs-tools                # image tooling
+  xfsprogs                           # mkfs.xfs, which the real dracut puts into the test initramfs (bootd-disk)
   dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild, rpmsign), repositories for tests, systemctl --root
   gnupg                              # test signing keys for the stand-in repositories (e2e TestRealRepos)
   slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with
@@ -43,7 +44,9 @@ fi
 # (installing dracut would replace initramfs-tools). The test unpacks these .debs into a private
 # tree and runs dracut chrooted into an overlay of it on the host's /usr (internal/testkit/vlab/dracut.go).
 dracut_debs=/var/cache/labcluster/debs
-dracut_packages=(dracut-core dracut-live dracut-network isc-dhcp-client iputils-arping)
+# NetworkManager and the libraries of it the host lacks: Rocky's initramfs brings the network up
+# with NetworkManager (dracut's network-manager module), which TestRealDracutNetworkManager boots.
+dracut_packages=(dracut-core dracut-live dracut-network isc-dhcp-client iputils-arping network-manager libndp0 libnm0 libteamdctl0)
 mkdir -p "$dracut_debs"
 fetch=()
 for p in "${dracut_packages[@]}"; do

@@ -2,6 +2,7 @@ package bootd
 
 import (
 	"net"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -89,8 +90,13 @@ func (w *loaderWatch) UEFILoader(mac net.HardwareAddr) string {
 // Firmware hears mac's firmware netboot: a new attempt (a DISCOVER, file "") after a fetched
 // loader means that loader never started.
 func (w *loaderWatch) Firmware(mac net.HardwareAddr, file string) {
+	if strings.HasPrefix(file, "http://") || strings.HasPrefix(file, "https://") {
+		// UEFI HTTP boot: the firmware fetches the URL itself, at once.
+		w.Sent(mac, path.Base(file))
+		return
+	}
 	if file != "" {
-		return // an ACK: what counts is whether it fetches the file (Sent)
+		return // a PXE ACK: what counts is whether it fetches the file (Sent, from tftp)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -60,6 +60,19 @@ func TestLoaderWatch(t *testing.T) {
 			t.Fatalf("not started: %+v", ns)
 		}
 	})
+	t.Run("uefi http boot after a refused ipxe.efi", func(t *testing.T) {
+		w := newLoaderWatch(config.UEFI{Loader: config.LoaderIPXE, Fallback: true})
+		w.now = clock
+		pc := mac("52:54:00:00:00:04")
+		w.Sent(pc, "ipxe.efi")
+		w.Firmware(pc, "") // its HTTP boot option's DISCOVER
+		w.Firmware(pc, "http://10.80.0.1/ipxe/"+w.UEFILoader(pc))
+		w.now = func() time.Time { return now.Add(notStartedAfter) }
+		ns := w.NotStarted(noName)
+		if len(ns) != 1 || ns[0].Fetched["ipxe.efi"] != 1 || ns[0].Fetched["snponly.efi"] != 1 || ns[0].Advice != adviceSecureBoot {
+			t.Fatalf("not started: %+v", ns)
+		}
+	})
 	t.Run("fetched, then quiet", func(t *testing.T) {
 		w := newLoaderWatch(config.UEFI{Loader: config.LoaderIPXE, Fallback: false})
 		w.now = clock

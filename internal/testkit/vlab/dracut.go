@@ -20,9 +20,11 @@ var DracutDebDir = "/var/cache/labcluster/debs"
 
 // DracutPackages are the Debian 12 packages BuildDracutInitramfs unpacks: dracut 059 itself
 // (dracut-core), its live-root modules (dracut-live: dmsquash-live, livenet) and network modules
-// (dracut-network: network-legacy), and the two programs network-legacy insists on finding
-// (dhclient, arping) that the host does not otherwise need.
-var DracutPackages = []string{"dracut-core", "dracut-live", "dracut-network", "isc-dhcp-client", "iputils-arping"}
+// (dracut-network: network-legacy, network-manager), the two programs network-legacy insists on
+// finding (dhclient, arping), and NetworkManager 1.42 with the libraries of it the host lacks
+// (the network-manager module's), none of which the host otherwise needs.
+var DracutPackages = []string{"dracut-core", "dracut-live", "dracut-network", "isc-dhcp-client", "iputils-arping",
+	"network-manager", "libndp0", "libnm0", "libteamdctl0"}
 
 // dracutHostTools are programs of the host that dracut copies into the initramfs for the modules
 // DracutSpec asks for, with the Debian package to install when one is missing.
@@ -42,6 +44,7 @@ type DracutSpec struct {
 	Output        string            // the initramfs to write
 	KernelRelease string            // "" picks the installed kernel like BuildTestImage
 	Modules       []string          // dracut -m: exactly these modules (and what they depend on)
+	Drivers       []string          // dracut --add-drivers: kernel modules beyond the modules' own
 	ExtraModules  map[string]string // modules.d/<name> -> a directory to copy there (a layer's module)
 }
 
@@ -122,7 +125,7 @@ func BuildDracutInitramfs(ctx context.Context, spec DracutSpec) (DracutResult, e
 	ctx, cancel := context.WithTimeout(ctx, dracutBuildTimeout)
 	defer cancel()
 	args := []string{"--mount", "--propagation", "private", "sh", "-euc", dracutChrootScript, "dracut-chroot",
-		tree, filepath.Dir(out), filepath.Base(out), rel, strings.Join(spec.Modules, " "), chroot}
+		tree, filepath.Dir(out), filepath.Base(out), rel, strings.Join(spec.Modules, " "), chroot, strings.Join(spec.Drivers, " ")}
 	cmd := exec.CommandContext(ctx, "unshare", args...)
 	cmd.WaitDelay = cleanupTimeout
 	start := time.Now()
@@ -141,10 +144,10 @@ func BuildDracutInitramfs(ctx context.Context, spec DracutSpec) (DracutResult, e
 
 // dracutChrootScript runs inside "unshare --mount": $1 the unpacked packages, $2 the output
 // directory, $3 the output name, $4 the kernel release, $5 the dracut modules, $6 an empty
-// directory to build the chroot on (a tmpfs mounted there). Nothing it mounts
+// directory to build the chroot on (a tmpfs mounted there), $7 extra kernel drivers. Nothing it mounts
 // is visible outside the namespace, and everything goes with it.
 const dracutChrootScript = `
-tree=$1 outdir=$2 outname=$3 kver=$4 modules=$5 root=$6
+tree=$1 outdir=$2 outname=$3 kver=$4 modules=$5 root=$6 drivers=$7
 mount --make-rprivate /
 mount -t tmpfs -o mode=0755 tmpfs "$root"
 for d in usr etc; do
@@ -159,7 +162,7 @@ mount --rbind /dev "$root/dev"
 mount --bind /boot "$root/boot"
 mount --bind "$outdir" "$root/out"
 chroot "$root" /usr/bin/dracut --no-hostonly --no-early-microcode --force --kver "$kver" \
-	-m "$modules" "/out/$outname"
+	-m "$modules" --add-drivers "$drivers" "/out/$outname"
 umount -R "$root"
 `
 

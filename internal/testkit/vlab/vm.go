@@ -24,6 +24,10 @@ const (
 	// VirtioNetDxe and PXE stack boot, so the VM fetches ipxe.efi over TFTP
 	// with DHCP option 93 = 7 before iPXE takes over.
 	UEFI
+	// UEFISecureBoot is UEFI with Secure Boot on and Microsoft's keys enrolled (Debian's
+	// OVMF_CODE_4M.secboot.fd and OVMF_VARS_4M.ms.fd, on q35 with SMM): it fetches ipxe.efi like
+	// UEFI, and refuses to run the unsigned binary, as a lab PC with Secure Boot on does.
+	UEFISecureBoot
 )
 
 func (f Firmware) String() string {
@@ -32,12 +36,21 @@ func (f Firmware) String() string {
 		return "bios"
 	case UEFI:
 		return "uefi"
+	case UEFISecureBoot:
+		return "uefi-secureboot"
 	}
 	return fmt.Sprintf("firmware(%d)", int(f))
 }
 
 // OVMFPath is the UEFI firmware image used for UEFI VMs.
 var OVMFPath = "/usr/share/ovmf/OVMF.fd"
+
+// Secure Boot firmware (Debian's ovmf): the code with Secure Boot support, and the variable store
+// with Secure Boot on and Microsoft's keys, copied per VM (the firmware writes to it).
+var (
+	OVMFSecureBootCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	OVMFSecureBootVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
+)
 
 // minUEFIMemoryMiB is the least memory OVMF's PXE boot works with reliably.
 const minUEFIMemoryMiB = 1024
@@ -71,6 +84,15 @@ type VM struct {
 func (l *Lab) StartVM(ctx context.Context, spec VMSpec, dir string) (*VM, error) {
 	if spec.Name == "" || len(spec.MAC) != 6 {
 		return nil, fmt.Errorf("vlab: vm spec needs a name and a 6-byte MAC: %+v", spec)
+	}
+	if spec.Firmware == UEFISecureBoot {
+		vars, err := os.ReadFile(OVMFSecureBootVars)
+		if err != nil {
+			return nil, fmt.Errorf("vlab: Secure Boot variables (apt-get install ovmf): %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, spec.Name+".vars.fd"), vars, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	return l.startQEMU(ctx, spec, dir, func(tap, console string) []string { return qemuArgs(spec, tap, console) })
 }
@@ -134,11 +156,20 @@ func qemuArgs(spec VMSpec, tap, console string) []string {
 	mem := spec.MemoryMiB
 	nic := fmt.Sprintf("e1000,netdev=n0,mac=%s,bootindex=0", spec.MAC)
 	var fw []string
-	if spec.Firmware == UEFI {
+	switch spec.Firmware {
+	case UEFI:
 		mem = max(mem, minUEFIMemoryMiB)
 		// romfile= drops iPXE's option ROM so OVMF's native PXE boots.
 		nic = fmt.Sprintf("virtio-net-pci,netdev=n0,mac=%s,romfile=,bootindex=0", spec.MAC)
 		fw = []string{"-bios", OVMFPath}
+	case UEFISecureBoot:
+		mem = max(mem, minUEFIMemoryMiB)
+		nic = fmt.Sprintf("virtio-net-pci,netdev=n0,mac=%s,romfile=,bootindex=0", spec.MAC)
+		// The variable store StartVM copied next to the console.
+		vars := filepath.Join(filepath.Dir(console), spec.Name+".vars.fd")
+		fw = []string{"-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on",
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + OVMFSecureBootCode,
+			"-drive", "if=pflash,format=raw,unit=1,file=" + vars}
 	}
 	args := append(baseQemuArgs(mem, console), fw...)
 	return append(args,
@@ -219,6 +250,12 @@ type KernelVMSpec struct {
 	Kernel    string
 	Initrd    string
 	Append    string // the kernel command line; console=ttyS0 is added when missing
+	Disks     []Disk // virtio disks, in order
+}
+
+// Disk is a raw disk image a kernel VM sees as a virtio disk with the given serial number.
+type Disk struct {
+	File, Serial string
 }
 
 // StartKernelVM starts a BIOS PC with an e1000 NIC on the lab's bridge that boots spec.Kernel
@@ -239,11 +276,16 @@ func kernelQemuArgs(spec KernelVMSpec, tap, console string) []string {
 	if !strings.Contains(" "+cmdline+" ", " console=ttyS0") {
 		cmdline = strings.TrimSpace("console=ttyS0 " + cmdline)
 	}
-	return append(baseQemuArgs(spec.MemoryMiB, console),
+	args := append(baseQemuArgs(spec.MemoryMiB, console),
 		"-kernel", spec.Kernel, "-initrd", spec.Initrd, "-append", cmdline,
 		"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no", tap),
 		"-device", fmt.Sprintf("e1000,netdev=n0,mac=%s", spec.MAC),
 	)
+	for i, d := range spec.Disks {
+		args = append(args, "-drive", fmt.Sprintf("file=%s,if=none,id=d%d,format=raw", d.File, i),
+			"-device", fmt.Sprintf("virtio-blk-pci,drive=d%d,serial=%s", i, d.Serial))
+	}
+	return args
 }
 
 // ConsoleLines returns the console lines that contain substr, without carriage returns.

@@ -46,4 +46,7 @@ if [ -n "$want" ]; then
     [ "$got" = "$want" ] || refuse "root image $1 has sha256 $got, want $want"
     info "bootd: root image sha256 ok"
 fi
+# The root's writable layer (bootd-disk module): a scratch disk or a sized tmpfs, before dracut's
+# script makes the overlay in it.
+[ -x /sbin/bootd-disk ] && /sbin/bootd-disk
 exec /sbin/dmsquash-live-root.unchecked "$@"
