@@ -1383,3 +1383,119 @@ exec setpriv --reuid=2001 --regid=2001 --clear-groups unshare --map-auto --map-r
 		t.Errorf("the file chowned to 1000:1000 inside is %d:%d outside, want %d:%d", st.Uid, st.Gid, outside, outside)
 	}
 }
+
+// bootdDiskLib is the dracut-lib.sh stand-in for bootd-disk.sh: getarg and getargs answer from
+// CMDLINE (one argument per word), info and warn print.
+const bootdDiskLib = `getargs() { for a in $CMDLINE; do case "$a" in "$1"*) printf '%s ' "${a#$1}" ;; esac; done; }
+getarg() { getargs "$1" | cut -d' ' -f1; }
+info() { echo "INFO $*" >&2; }
+warn() { echo "WARN $*" >&2; }
+`
+
+// bootdDiskTools are stand-ins for the programs bootd-disk.sh runs: udevadm answers a disk's
+// properties from /fake/props/NAME, blkid its signature from /fake/sig/NAME (exit 2: nothing
+// found), and mkfs.xfs, wipefs and mount record their arguments in /fake/calls.
+var bootdDiskTools = map[string]string{
+	"usr/sbin/udevadm":  "#!/bin/sh\n[ \"$1\" = settle ] && exit 0\nfor a in \"$@\"; do case \"$a\" in --name=*) n=${a#--name=/dev/} ;; esac; done\ncat /fake/props/$n 2>/dev/null\n",
+	"usr/sbin/blkid":    "#!/bin/sh\nfor a in \"$@\"; do d=$a; done\nn=${d#/dev/}\n[ -s /fake/sig/$n ] || exit 2\ncat /fake/sig/$n\n",
+	"usr/sbin/mkfs.xfs": "#!/bin/sh\necho \"mkfs.xfs $*\" >> /fake/calls\n",
+	"usr/sbin/wipefs":   "#!/bin/sh\necho \"wipefs $*\" >> /fake/calls\n",
+	"usr/sbin/mount":    "#!/bin/sh\necho \"mount $*\" >> /fake/calls\n",
+}
+
+// bootd-disk hands the root's writes to the one disk bootd's rule names, and never touches a
+// disk it did not make unless the rule says wipe: a blank named disk is formatted (mkfs.xfs
+// without -f, which itself refuses a file system), bootd's own is reused with the last boot's
+// scratch set aside, a named disk holding a file system is left alone, two matching disks are
+// none, and a disk no rule names sees no call at all. Without a disk the writes go to a tmpfs of
+// rd.bootd.ram=.
+func TestBootdDisk(t *testing.T) {
+	script, err := os.ReadFile("files/base/dracut/98bootd-disk/bootd-disk.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext4 := "DEVNAME=/dev/vdb\nLABEL=LABDATA\nTYPE=ext4\n"
+	ours := "DEVNAME=/dev/vda\nLABEL=bootd-node\nTYPE=xfs\n"
+	for _, tc := range []struct {
+		name    string
+		cmdline string
+		sig     map[string]string // disk -> blkid's answer ("" blank)
+		old     bool              // vda holds the last boot's scratch
+		calls   []string          // what must be called, in order
+		state   string
+		says    string
+	}{
+		{name: "blank named disk", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch:serial=SCRATCH1",
+			sig:   map[string]string{"vdb": ext4},
+			calls: []string{"mkfs.xfs -q -K -L bootd-node /dev/vda", "mount -t xfs -o noatime /dev/vda /run/bootd-disk/s1"},
+			state: "scratch /dev/vda s1", says: "INFO bootd: /dev/vda is blank"},
+		{name: "bootd's own disk", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch:serial=SCRATCH1",
+			sig: map[string]string{"vda": ours, "vdb": ext4}, old: true,
+			calls: []string{"mount -t xfs -o noatime /dev/vda /run/bootd-disk/s1"},
+			state: "scratch /dev/vda s1", says: "holds bootd's file system"},
+		{name: "named disk holding a file system", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch:serial=OTHER2",
+			sig: map[string]string{"vdb": ext4}, calls: []string{"mount -t tmpfs -o size=50%,mode=0755 bootd-rw /run/bootd-disk/ram"},
+			state: "ram 50%", says: "WARN bootd: /dev/vdb matches, but holds a ext4 file system labelled LABDATA, which bootd did not make: left untouched"},
+		{name: "named exactly with wipe", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch:serial=OTHER2,wipe=1",
+			sig:   map[string]string{"vdb": ext4},
+			calls: []string{"wipefs -a -q /dev/vdb", "mkfs.xfs -q -f -K -L bootd-node /dev/vdb", "mount -t xfs -o noatime /dev/vdb /run/bootd-disk/s1"},
+			state: "scratch /dev/vdb s1", says: "wiping it, as bootd's config says"},
+		{name: "two disks match", cmdline: "rd.bootd.ram=8G rd.bootd.disk=s1:scratch:model=QEMU*,minsize=1000",
+			calls: []string{"mount -t tmpfs -o size=8G,mode=0755 bootd-rw /run/bootd-disk/ram"},
+			state: "ram 8G", says: "WARN bootd: several disks match (/dev/vda /dev/vdb): taking none"},
+		{name: "too small", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch:serial=SCRATCH1,minsize=2000000000000",
+			calls: []string{"mount -t tmpfs -o size=50%,mode=0755 bootd-rw /run/bootd-disk/ram"},
+			state: "ram 50%", says: "INFO bootd: no disk for [disks.s1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{
+				"sbin/bootd-disk": string(script), "lib/dracut-lib.sh": bootdDiskLib, "dev/null": "",
+				"run/.keep": "", "fake/.keep": "", "proc/sys/kernel/random/uuid": "0c8a\n",
+				"fake/props/vda": "ID_SERIAL=SCRATCH1\nID_MODEL=QEMU_HARDDISK\n", "fake/props/vdb": "ID_SERIAL=OTHER2\nID_MODEL=QEMU_HARDDISK\n",
+				"sys/class/block/vda/size": "1048576\n", "sys/class/block/vda/removable": "0\n",
+				"sys/class/block/vdb/size": "131072\n", "sys/class/block/vdb/removable": "0\n",
+				"sys/class/block/vdb1/size": "1000\n", "sys/class/block/vdb1/partition": "1\n",
+			}
+			maps.Copy(files, bootdDiskTools)
+			for disk, sig := range tc.sig {
+				files["fake/sig/"+disk] = sig
+			}
+			if tc.old {
+				files["run/bootd-disk/s1/scratch/upper/etc/last-boot"] = "x"
+			}
+			root := chroot(t, files)
+			withBash(t, root)
+			out, err := run(t, root, []string{"CMDLINE=" + tc.cmdline, "PATH=/usr/sbin:/bin:/sbin:/usr/bin"}, "/bin/bash", "/sbin/bootd-disk")
+			if err != nil {
+				t.Fatalf("bootd-disk: %v\n%s", err, out)
+			}
+			calls, _ := os.ReadFile(filepath.Join(root, "fake/calls"))
+			if got := strings.Split(strings.TrimSpace(string(calls)), "\n"); !slices.Equal(got, tc.calls) {
+				t.Errorf("calls:\n%s\nwant:\n%s\noutput:\n%s", calls, strings.Join(tc.calls, "\n"), out)
+			}
+			if state, _ := os.ReadFile(filepath.Join(root, "run/bootd-disk/state")); strings.TrimSpace(string(state)) != tc.state {
+				t.Errorf("state %q, want %q\n%s", state, tc.state, out)
+			}
+			if !strings.Contains(out, tc.says) {
+				t.Errorf("output does not say %q:\n%s", tc.says, out)
+			}
+			upper, _ := os.Readlink(filepath.Join(root, "run/overlayfs"))
+			if want := "/run/bootd-disk/ram/upper"; strings.HasPrefix(tc.state, "scratch") {
+				want = "/run/bootd-disk/s1/scratch/upper"
+				if upper != want {
+					t.Errorf("/run/overlayfs -> %q, want %q", upper, want)
+				}
+			} else if upper != want {
+				t.Errorf("/run/overlayfs -> %q, want %q", upper, want)
+			}
+			if tc.old {
+				if exists(root, "run/bootd-disk/s1/scratch/upper/etc/last-boot") {
+					t.Error("the last boot's writes are still in the new upper layer")
+				}
+				if m, _ := filepath.Glob(filepath.Join(root, "run/bootd-disk/s1/.trash/boot-*/upper/etc/last-boot")); len(m) != 1 {
+					t.Error("the last boot's scratch is not in .trash")
+				}
+			}
+		})
+	}
+}

@@ -19,6 +19,18 @@ prop() {
     udevadm info --query=property --name="$1" 2>/dev/null | sed -n "s/^$2=//p" | head -n 1
 }
 
+# serial_is DEV SERIAL: DEV's serial number is SERIAL, as udev has it (ID_SERIAL_SHORT, ID_SERIAL)
+# or the kernel (virtio and NVMe disks' serial attribute).
+serial_is() {
+    for _s in "$(prop "$1" ID_SERIAL_SHORT)" "$(prop "$1" ID_SERIAL)" \
+        "$(cat "/sys/class/block/${1#/dev/}/serial" 2>/dev/null)" "$(cat "/sys/class/block/${1#/dev/}/device/serial" 2>/dev/null)"; do
+        # The kernel pads some serials with blanks.
+        _s=$(echo "$_s" | sed 's/^ *//; s/ *$//')
+        [ -n "$_s" ] && [ "$_s" = "$2" ] && return 0
+    done
+    return 1
+}
+
 # matches DEV SELECTORS: DEV is the disk SELECTORS (KEY=VALUE,...) describe.
 matches() {
     _dev=$1
@@ -27,7 +39,7 @@ matches() {
     for _kv in $(echo "$2" | tr ',' ' '); do
         _k=${_kv%%=*} _v=${_kv#*=}
         case "$_k" in
-            serial) [ "$(prop "$_dev" ID_SERIAL_SHORT)" = "$_v" ] || [ "$(prop "$_dev" ID_SERIAL)" = "$_v" ] || return 1; _named=1 ;;
+            serial) serial_is "$_dev" "$_v" || return 1; _named=1 ;;
             wwn) [ "$(prop "$_dev" ID_WWN)" = "$_v" ] || return 1; _named=1 ;;
             model) case "$(prop "$_dev" ID_MODEL)" in $_v) ;; *) return 1 ;; esac ;;
             path) [ "$(readlink -f "$_v" 2>/dev/null)" = "$_dev" ] || return 1; _named=1 ;;
