@@ -284,6 +284,10 @@ func buildLiveRootWith(ctx context.Context, t *testing.T, root, img, init string
 	if err := os.Symlink("busybox", filepath.Join(root, "bin", "sh")); err != nil {
 		t.Fatal(err)
 	}
+	// systemd in the initramfs switches only into an OS tree: one with an os-release file.
+	if err := os.WriteFile(filepath.Join(root, "etc", "os-release"), []byte("NAME=\"bootd live-root test\"\nID=bootd-test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(root, "sbin", "init"), []byte(init), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
@@ -108,6 +109,12 @@ func TestImgbuild(t *testing.T) {
 	if compute == nil {
 		t.FailNow()
 	}
+	t.Run("selinux: the tree is labelled at build time", func(t *testing.T) {
+		checkLabels(ctx, t, compute.Dir, map[string]string{
+			"etc/passwd": "system_u:object_r:etc_t:s0", "usr/libexec/bootd-node": "system_u:object_r:bin_t:s0",
+			"usr/share/standin/munge": "system_u:object_r:default_t:s0",
+		})
+	})
 	t.Run("reproducible: a clean second build is byte-identical", func(t *testing.T) {
 		again := l.build(ctx, t, "compute", "out-again", "cache-again", "1")
 		sameFiles(t, compute.Dir, again.Dir)
@@ -355,5 +362,31 @@ func noVersion(t *testing.T, dir string) {
 	t.Helper()
 	if _, err := os.Stat(dir); err == nil {
 		t.Fatalf("%s exists after a failed build", dir)
+	}
+}
+
+// checkLabels extracts paths from the version's rootfs.squashfs and checks each one's SELinux
+// label (security.selinux), which imgbuild set with the image's setfiles and its file_contexts
+// (the stand-in policy's: testrepo.SELinuxContexts).
+func checkLabels(ctx context.Context, t *testing.T, version string, want map[string]string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "x")
+	args := []string{"-no-progress", "-d", dir, filepath.Join(version, "rootfs.squashfs")}
+	for p := range want {
+		args = append(args, p)
+	}
+	if out, err := exec.CommandContext(ctx, "unsquashfs", args...).CombinedOutput(); err != nil {
+		t.Fatalf("unsquashfs: %v\n%s", err, out)
+	}
+	for p, label := range want {
+		buf := make([]byte, 256)
+		n, err := unix.Lgetxattr(filepath.Join(dir, p), "security.selinux", buf)
+		got := ""
+		if err == nil {
+			got = strings.TrimRight(string(buf[:n]), "\x00")
+		}
+		if got != label {
+			t.Errorf("/%s labelled %q (%v), want %q", p, got, err, label)
+		}
 	}
 }

@@ -9,6 +9,7 @@ packages=(
   linux-image-amd64 busybox-static   # kernel and userland of the test image
   cpio squashfs-tools                # image tooling
   xfsprogs                           # mkfs.xfs, which the real dracut puts into the test initramfs (bootd-disk)
+  policycoreutils                    # setfiles: the stand-in image's own, which labels its tree (internal/rootfs)
   dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild, rpmsign), repositories for tests, systemctl --root
   gnupg                              # test signing keys for the stand-in repositories (e2e TestRealRepos)
   slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with

@@ -103,6 +103,9 @@ func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, wor
 	if r.Layers, err = b.Build(ctx, steps(plan, lock, rpms), tree); err != nil {
 		return err
 	}
+	if err := rootfs.Label(ctx, tree); err != nil {
+		return err
+	}
 	if err := rootfs.Normalize(tree, lock.SourceDateEpoch); err != nil {
 		return err
 	}

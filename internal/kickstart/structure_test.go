@@ -17,7 +17,7 @@ var rocky9Commands = map[string][]string{
 	"keyboard":   {"--vckeymap"},
 	"timezone":   {"--utc"},
 	"firstboot":  {"--disable"},
-	"selinux":    {"--disabled"},
+	"selinux":    {"--disabled", "--enforcing", "--permissive"},
 	"reboot":     {},
 	"zerombr":    {},
 	"bootloader": {"--append"},

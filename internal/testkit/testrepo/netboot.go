@@ -315,3 +315,35 @@ func slurmPkg() Package {
 		Files:    map[string]string{"/usr/lib64/slurm/cgroup_v2.so": "stand-in cgroup/v2 plugin\n"},
 	}
 }
+
+// policycoreutilsPkg ships the host's setfiles (hostClosure): imgbuild labels the image's tree
+// with the image's own setfiles. Without it the stand-in is the usual marker package.
+func policycoreutilsPkg() Package {
+	p := Package{Name: "policycoreutils", Version: "3.6", Release: "2.1.el9", Arch: "x86_64", Requires: []string{"filesystem"}}
+	bins, err := hostClosure("/usr/sbin/setfiles", "/usr/sbin")
+	if err != nil {
+		return markerOnly(p, "no host setfiles: "+err.Error())
+	}
+	p.Binaries = bins
+	return p
+}
+
+// SELinuxContexts is the stand-in targeted policy's file_contexts: a few of the real policy's
+// types, in its format, so a labelled image shows which rule labelled a file.
+const SELinuxContexts = "/.*\tsystem_u:object_r:default_t:s0\n" +
+	"/etc(/.*)?\tsystem_u:object_r:etc_t:s0\n" +
+	"/usr/(s)?bin(/.*)?\tsystem_u:object_r:bin_t:s0\n" +
+	"/usr/libexec(/.*)?\tsystem_u:object_r:bin_t:s0\n" +
+	"/usr/lib/systemd/systemd\tsystem_u:object_r:init_exec_t:s0\n"
+
+// selinuxPolicyPkg is selinux-policy-targeted: its file_contexts and the /etc/selinux/config the
+// real package ships (enforcing; the base layer writes its own).
+func selinuxPolicyPkg() Package {
+	return Package{
+		Name: "selinux-policy-targeted", Version: "38.1.45", Release: "3.el9", Requires: []string{"filesystem"},
+		Files: map[string]string{
+			"/etc/selinux/config":                                "SELINUX=enforcing\nSELINUXTYPE=targeted\n",
+			"/etc/selinux/targeted/contexts/files/file_contexts": SELinuxContexts,
+		},
+	}
+}

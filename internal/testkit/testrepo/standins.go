@@ -131,6 +131,9 @@ var overrides = map[string]func(KernelFiles) Package{
 	"systemd":           func(KernelFiles) Package { return systemdPkg() },
 	"slurm-slurmd-ohpc": func(KernelFiles) Package { return slurmdPkg() },
 	"slurm-ohpc":        func(KernelFiles) Package { return slurmPkg() },
+
+	"policycoreutils":         func(KernelFiles) Package { return policycoreutilsPkg() },
+	"selinux-policy-targeted": func(KernelFiles) Package { return selinuxPolicyPkg() },
 }
 
 // Standin returns the stand-in for one name: the override table's, or a
