@@ -2,7 +2,7 @@
 export PATH := /usr/local/go/bin:$(PATH)
 GO       ?= go
 BIN      := bin
-E2E_TIME ?= 25m
+E2E_TIME ?= 35m
 # FUZZTIME (e.g. 60s or 100000x) overrides every fuzz target's own budget below.
 FUZZTIME ?=
 
@@ -14,7 +14,7 @@ help:
 	@echo "make build   build bin/bootd and bin/imgbuild"
 	@echo "make bench   boot storm, image builds, squashfs packing and overlay rendering, each against a baseline in the same run (root)"
 	@echo "make test    unit and loopback tests (fast)"
-	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 16 min)"
+	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 25 min)"
 	@echo "make ci-pipeline  run ci/pipeline.yml's steps in a fresh Debian 12 root made with debootstrap (root, network to Debian's archive and the Go proxy, several minutes; not in check)"
 	@echo "make fuzz    run each fuzz target for its execution budget, about 10 s each (FUZZTIME=60s overrides)"
 
