@@ -119,7 +119,7 @@ func TestRealRepos(t *testing.T) {
 		m.setKey(keyURL, m.otherPub)
 		defer m.setKey(keyURL, m.keys[keyURL])
 		msg := run.fails(t, "lock", "images/compute.toml")
-		wantMsg(t, msg, m.keyLine(t, "lmod-easybuild", "openhpc"), `repo "openhpc": package `, "-ohpc-1.0-1.el9.noarch is not signed by the key at "+keyURL)
+		wantMsg(t, msg, m.keyLine(t, "openhpc", "openhpc"), `repo "openhpc": package `, "-ohpc-1.0-1.el9.noarch is not signed by the key at "+keyURL)
 	})
 	t.Run("a key URL that is gone is refused", func(t *testing.T) {
 		keyURL := m.keyURL(t, "epel")
