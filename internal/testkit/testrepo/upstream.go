@@ -23,9 +23,9 @@ var upstreamRepos = map[string][]string{
 		"python3-systemd"},
 	"appstream": {"dracut-live", "munge", "mariadb-server", "kernel-devel", "kernel-headers", "openmpi",
 		"openmpi-devel", "mpich", "mpich-devel", "pmix", "gcc", "gcc-c++", "gcc-gfortran", "openssl-devel",
-		"patch", "git", "perl", "python3", "python3-pip", "tcl", "cmake", "rdma-core-devel", "postfix"},
+		"patch", "git", "perl", "python3", "python3-pip", "tcl", "cmake", "rdma-core-devel", "postfix", "grafana"},
 	"crb":     {"munge-devel", "libibverbs-devel"},
-	"epel":    {"slurm", "slurm-slurmctld", "slurm-slurmd", "slurm-slurmdbd", "dkms", "apptainer", "pdsh", "pdsh-rcmd-ssh", "fail2ban", "Lmod"},
+	"epel":    {"golang-github-prometheus", "golang-github-prometheus-node-exporter", "slurm", "slurm-slurmctld", "slurm-slurmd", "slurm-slurmdbd", "dkms", "apptainer", "pdsh", "pdsh-rcmd-ssh", "fail2ban", "Lmod"},
 	"openhpc": {},
 	// NVIDIA's rhel9 repository: see the prefixes in UpstreamRepo.
 }
