@@ -22,39 +22,120 @@ func median[T cmp.Ordered](runs []figures, get func(figures) T) T {
 	return vs[(len(vs)-1)/2]
 }
 
-// report prints the median of each figure over the runs, with imgbuild / by-hand ratios against
-// both baselines (below 1: imgbuild takes less time).
+// medianCost is the median of each of a cost's figures, separately.
+func medianCost(runs []figures, get func(figures) cost) cost {
+	return cost{
+		Wall:     median(runs, func(f figures) time.Duration { return get(f).Wall }),
+		Written:  median(runs, func(f figures) int64 { return get(f).Written }),
+		PeakRSS:  median(runs, func(f figures) int64 { return get(f).PeakRSS }),
+		PeakDisk: median(runs, func(f figures) int64 { return get(f).PeakDisk }),
+	}
+}
+
+func add(a, b cost) cost {
+	return cost{Wall: a.Wall + b.Wall, Written: a.Written + b.Written, PeakRSS: max(a.PeakRSS, b.PeakRSS), PeakDisk: max(a.PeakDisk, b.PeakDisk)}
+}
+
+// report prints the medians with their ratios to the script and to the full build, the targets
+// and whether the builds were byte-identical.
 func report(o options, site testrepo.Site, runs []figures) string {
-	dur := func(get func(figures) time.Duration) time.Duration { return median(runs, get) }
-	gzip := dur(func(f figures) time.Duration { return f.handInstall + f.handGzip })
-	zstd := dur(func(f figures) time.Duration { return f.handInstall + f.handZstd })
+	script := medianCost(runs, func(f figures) cost { return add(f.hand, f.squash) })
+	full := medianCost(runs, func(f figures) cost { return f.full })
+	same := medianCost(runs, func(f figures) cost { return f.unchanged })
+	edited := medianCost(runs, func(f figures) cost { return f.edited })
+	deep := medianCost(runs, func(f figures) cost { return f.deep })
+	tree := median(runs, func(f figures) int64 { return f.treeBytes })
+	img := median(runs, func(f figures) int64 { return f.imageBytes })
+	scriptImg := median(runs, func(f figures) int64 { return f.scriptBytes })
+	f0 := runs[0]
+
 	var b strings.Builder
-	fmt.Fprintf(&b, "### Image build: %s, median of %d runs\n\n", o.image, len(runs))
-	fmt.Fprintf(&b, "Stand-in repository: %d packages for the %d the layers name. By hand: `dnf --installroot` of the image's packages in one transaction, then `mksquashfs` with its defaults (gzip) or with imgbuild's compressor (`-comp zstd -Xcompression-level %d`); a script rebuilds everything every time.\n\n",
-		site.Packages, len(site.Names), pack.DefaultZstdLevel)
-	b.WriteString("| figure | imgbuild | by hand, gzip | ratio | by hand, zstd | ratio |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
-	row := func(name string, a, g, z time.Duration) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", name, seconds(a), seconds(g), a.Seconds()/g.Seconds(), seconds(z), a.Seconds()/z.Seconds())
+	fmt.Fprintf(&b, "### Image build at real size: %s, median of %d runs\n\n", o.image, len(runs))
+	fmt.Fprintf(&b, "CUDA toolkit stand-in: %.2f GiB payload (testrepo.Payload); the image's unpacked tree %.2f GB, rootfs.squashfs %.2f GB (imgbuild) and %.2f GB (script). Stand-in repository: %d packages. Script: `dnf --installroot` of the image's %d packages in one transaction, then `mksquashfs -comp zstd -Xcompression-level %d`. Ratios are to the script's time (× script) and to imgbuild's full build (× full). Written: bytes the step's process tree wrote. Peak disk: the cache at its fullest during the step, with the version being written. Peak RSS: the step's largest process.\n\n",
+		float64(o.payloadMiB)/1024, gb(tree), gb(img), gb(scriptImg), site.Packages, len(site.Names), pack.DefaultZstdLevel)
+	b.WriteString("| step | time | × script | × full | written | peak disk | peak RSS |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	row := func(name string, c cost) {
+		fmt.Fprintf(&b, "| %s | %.1f s | %.2f | %.3f | %.2f GB | %s | %.0f MiB |\n", name, c.Wall.Seconds(),
+			ratio(c.Wall, script.Wall), ratio(c.Wall, full.Wall), gb(c.Written), diskCell(c.PeakDisk), mib(c.PeakRSS))
 	}
-	f := runs[0]
-	row("full build, empty cache (`imgbuild build` from the lock)", dur(func(f figures) time.Duration { return f.full }), gzip, zstd)
-	row("full build with its lock (`imgbuild lock` + `build`)", dur(func(f figures) time.Duration { return f.lock + f.full }), gzip, zstd)
-	row("rebuild, nothing changed", dur(func(f figures) time.Duration { return f.unchanged }), gzip, zstd)
-	row(fmt.Sprintf("rebuild after editing layer %s (%d of %d layers built)", o.layer, f.rebuilt, f.layers), dur(func(f figures) time.Duration { return f.edited }), gzip, zstd)
-	row(fmt.Sprintf("edit of %s to new version: `lock` + `build`", o.layer), dur(func(f figures) time.Duration { return f.relock + f.edited }), gzip, zstd)
-	hand := dur(func(f figures) time.Duration { return f.handInstall })
-	row("of the full build: the layers (imgbuild: each a copy of its parent's tree, then rpm from its cache, files, services, commands; by hand: dnf resolves and installs)", dur(func(f figures) time.Duration { return f.install }), hand, hand)
-	row("of the full build: packing the root file system", dur(func(f figures) time.Duration { return f.pack }),
-		dur(func(f figures) time.Duration { return f.handGzip }), dur(func(f figures) time.Duration { return f.handZstd }))
-	fmt.Fprintf(&b, "| of the full build: packages into the cache (copied, sha256 checked) | %s | — | — | — | — |\n", seconds(dur(func(f figures) time.Duration { return f.fetch })))
-	img, gz, zs := median(runs, func(f figures) int64 { return f.imageBytes }), median(runs, func(f figures) int64 { return f.gzipBytes }), median(runs, func(f figures) int64 { return f.zstdBytes })
-	fmt.Fprintf(&b, "| rootfs.squashfs | %.1f MiB | %.1f MiB | %.2f | %.1f MiB | %.2f |\n", mib(img), mib(gz), float64(img)/float64(gz), mib(zs), float64(img)/float64(zs))
-	b.WriteString("\nEach run:\n\n| run | full | nothing changed | one layer edited | by hand, gzip | by hand, zstd |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for i, f := range runs {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", i+1, seconds(f.full), seconds(f.unchanged), seconds(f.edited), seconds(f.handInstall+f.handGzip), seconds(f.handInstall+f.handZstd))
+	row("script: dnf --installroot + mksquashfs", script)
+	row("full build, empty cache (`imgbuild build` from the lock)", full)
+	row("full build with its lock (`imgbuild lock` + `build`)", add(medianCost(runs, func(f figures) cost { return f.lock }), full))
+	row("nothing changed", same)
+	row(fmt.Sprintf("top layer (%s) edited: %d of %d layers built", o.layer, f0.rebuilt, f0.layers), edited)
+	if o.deepLayer != "" {
+		row(fmt.Sprintf("layer above nvidia-cuda (%s) edited: %d of %d layers built", o.deepLayer, f0.deepRebuilt, f0.layers), deep)
 	}
+	b.WriteString("\n")
+	targets(&b, o, full, same, edited, script, maxDisk(runs), tree, img)
+	identical(&b, runs)
+	steps(&b, runs)
 	return b.String()
 }
 
-func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-func mib(n int64) float64            { return float64(n) / (1 << 20) }
+// targets says, for each of issue 29's targets, the figure and whether it is met.
+func targets(b *strings.Builder, o options, full, same, edited, script cost, disk, tree, img int64) {
+	b.WriteString("| target | measured | |\n| --- | ---: | --- |\n")
+	t := func(name string, v, limit float64, unit string) {
+		verdict := "met"
+		if v > limit {
+			verdict = "**missed**"
+		}
+		fmt.Fprintf(b, "| %s | %.3f%s | %s |\n", name, v, unit, verdict)
+	}
+	t("full build ≤ 1.3× script", ratio(full.Wall, script.Wall), 1.3, "×")
+	t("nothing changed ≤ 0.05× full", ratio(same.Wall, full.Wall), 0.05, "×")
+	t(fmt.Sprintf("top layer (%s) edited ≤ 0.1× full", o.layer), ratio(edited.Wall, full.Wall), 0.1, "×")
+	if disk > 0 {
+		limit := 1.5*float64(tree) + float64(img)
+		t(fmt.Sprintf("peak cache disk ≤ 1.5× unpacked tree + packed image (%.1f GB)", limit/1e9), float64(disk)/1e9, limit/1e9, " GB")
+	}
+	b.WriteString("\n")
+}
+
+func maxDisk(runs []figures) int64 {
+	var m int64
+	for _, f := range runs {
+		m = max(m, f.full.PeakDisk, f.unchanged.PeakDisk, f.edited.PeakDisk, f.deep.PeakDisk)
+	}
+	return m
+}
+
+// identical says whether the builds gave the same rootfs.squashfs: the full and the unchanged
+// build of each run, and the full builds across runs (each from an empty cache).
+func identical(b *strings.Builder, runs []figures) {
+	ok := true
+	for _, f := range runs {
+		ok = ok && f.imageSHA == f.sameSHA && f.imageSHA == runs[0].imageSHA
+	}
+	verdict := "identical"
+	if !ok {
+		verdict = "**differ**"
+	}
+	fmt.Fprintf(b, "rootfs.squashfs of the full builds (each from an empty cache) and of the unchanged rebuilds: %s, sha256 %s.\n\n", verdict, runs[0].imageSHA)
+}
+
+// steps lists every run's figures.
+func steps(b *strings.Builder, runs []figures) {
+	b.WriteString("Each run (time / written / peak disk):\n\n| run | full | nothing changed | top edited | deep edited | script install | script mksquashfs | lock |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	cell := func(c cost) string {
+		return fmt.Sprintf("%.1f s / %.1f GB / %s", c.Wall.Seconds(), gb(c.Written), diskCell(c.PeakDisk))
+	}
+	for i, f := range runs {
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %.1f s |\n", i+1, cell(f.full), cell(f.unchanged), cell(f.edited), cell(f.deep),
+			cell(f.hand), cell(f.squash), f.lock.Wall.Seconds())
+	}
+	fmt.Fprintf(b, "\nOf the first full build: packages into the cache %.1f s, layers %.1f s, packing %.1f s; cache after the run's builds %.1f GB.\n",
+		runs[0].fetch.Seconds(), runs[0].install.Seconds(), runs[0].pack.Seconds(), gb(runs[0].cacheAfter))
+}
+
+func ratio(a, b time.Duration) float64 { return a.Seconds() / b.Seconds() }
+func gb(n int64) float64               { return float64(n) / 1e9 }
+func mib(n int64) float64              { return float64(n) / (1 << 20) }
+
+func diskCell(n int64) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f GB", gb(n))
+}

@@ -3,6 +3,7 @@ package testrepo
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"io/fs"
@@ -42,7 +43,7 @@ func buildRPMs(ctx context.Context, dir string, pkgs []Package) error {
 		return err
 	}
 	if len(specs) > 0 {
-		if err := rpmbuild(ctx, top, specs); err != nil {
+		if err := rpmbuild(ctx, top, specs, smallPayload); err != nil {
 			return err
 		}
 	}
@@ -93,6 +94,11 @@ func (p Package) stage(dir string) error {
 	}
 	if err := p.stageBinaries(dir); err != nil {
 		return err
+	}
+	if p.Payload != nil {
+		if _, err := p.Payload.Generate(filepath.Join(dir, p.PayloadDir)); err != nil {
+			return fmt.Errorf("payload: %w", err)
+		}
 	}
 	for _, l := range sortedKeys(p.Symlinks) {
 		dst := filepath.Join(dir, l)
@@ -146,18 +152,62 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
+// The packages' payload compressors: gzip for the small stand-ins (their bytes are pinned by
+// tests), zstd for a gigabytes payload, as Rocky's own packages are (w19.zstdio there; level 6
+// here keeps building a CUDA-sized stand-in to a minute or two).
+const (
+	smallPayload = "w9.gzdio"
+	largePayload = "w6.zstdio"
+)
+
+// PayloadRPM builds p, a package with a Payload, into cacheDir once and returns the RPM's path:
+// generating and compressing gigabytes takes minutes, so later calls with the same package,
+// payload (Payload.Key: its size, seed and the host corpus) and compressor reuse the file.
+func PayloadRPM(ctx context.Context, cacheDir string, p Package) (string, error) {
+	if p.Payload == nil {
+		return "", fmt.Errorf("package %s has no payload", p.Name)
+	}
+	pk, err := p.Payload.Key()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n", p.withDefaults().spec("STAGE"), pk, largePayload)
+	path := filepath.Join(cacheDir, fmt.Sprintf("%s-%x.rpm", p.Name, h.Sum(nil)[:8]))
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", err
+	}
+	top, err := os.MkdirTemp(cacheDir, ".build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(top)
+	specs, err := stageAll(top, []Package{p})
+	if err != nil {
+		return "", err
+	}
+	if err := rpmbuild(ctx, top, specs, largePayload); err != nil {
+		return "", err
+	}
+	// The cache entry appears whole or not at all.
+	return path, os.Rename(filepath.Join(top, "RPMS", p.withDefaults().FileName()), path)
+}
+
 // rpmbuild builds all specs in one run. The definitions make the output
 // depend only on the specs: build time and file mtimes from
 // SOURCE_DATE_EPOCH, a fixed build host, an explicit payload compressor
 // (Debian's and Rocky's defaults differ) and flat output names.
-func rpmbuild(ctx context.Context, top string, specs []string) error {
+func rpmbuild(ctx context.Context, top string, specs []string, payload string) error {
 	defs := []string{
 		"_topdir " + top,
 		"_tmppath " + filepath.Join(top, "tmp"),
 		"_rpmdir " + filepath.Join(top, "RPMS"),
 		"_rpmfilename %{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}.rpm",
 		"_buildhost localhost",
-		"_binary_payload w9.gzdio",
+		"_binary_payload " + payload,
 		"use_source_date_epoch_as_buildtime 1",
 		"clamp_mtime_to_source_date_epoch 1",
 	}

@@ -38,6 +38,10 @@ type Package struct {
 	Dirs map[string]fs.FileMode
 	// Modes overrides the mode of Files entries.
 	Modes map[string]fs.FileMode
+	// Payload, when set, is generated under PayloadDir (an absolute path the package then owns
+	// with everything below it): a stand-in of realistic size (payload.go).
+	Payload    *Payload
+	PayloadDir string
 }
 
 // withDefaults fills the defaults and the unit files in.
@@ -131,6 +135,9 @@ func (p Package) paths() []string {
 	for k := range p.Dirs {
 		seen[k] = true
 	}
+	if p.Payload != nil {
+		seen[p.PayloadDir] = true
+	}
 	out := make([]string, 0, len(seen))
 	for k := range seen {
 		out = append(out, k)
@@ -164,7 +171,8 @@ func (p Package) spec(stage string) string {
 		w("Provides: %s", r)
 	}
 	w("\n%%description\nStand-in for %s, built for tests.\n", p.Name)
-	w("%%install\nmkdir -p %%{buildroot}\ncp -a %s/. %%{buildroot}/\n", stage)
+	// The staging tree is used once: moved, not copied (a payload is gigabytes).
+	w("%%install\nmkdir -p %%{buildroot}\nfind %s -mindepth 1 -maxdepth 1 -exec mv -t %%{buildroot} {} +\n", stage)
 	if p.Scripts.Post != "" {
 		w("%%post\n%s\n", strings.TrimRight(p.Scripts.Post, "\n"))
 	}
@@ -183,6 +191,8 @@ func (p Package) filesLine(ps string) string {
 		return ps
 	case hasKey(p.Binaries, ps):
 		return fmt.Sprintf("%%attr(0755,root,root) %s", ps)
+	case p.Payload != nil && ps == p.PayloadDir:
+		return ps // the directory and everything below it, modes as generated
 	}
 	line := fmt.Sprintf("%%attr(%04o,root,root) %s", modeBits(p.fileMode(ps)), ps)
 	if strings.HasPrefix(ps, "/etc/") {

@@ -31,9 +31,31 @@ type Site struct {
 	Packages int      // stand-ins built: the named packages and what they need
 }
 
+// Large gives one package of the stand-in site a realistic payload (Payload) under Dir, built
+// once into CacheDir (PayloadRPM) and reused by later sites.
+type Large struct {
+	Package  string // e.g. cuda-toolkit-12-6, which the nvidia-cuda layer installs
+	Version  string // the package's version, e.g. 12.6.3
+	Dir      string // where the payload goes in the image, e.g. /usr/local/cuda-12.6
+	Payload  Payload
+	CacheDir string
+}
+
+// CUDA is the CUDA toolkit's stand-in at the size given: cuda-toolkit-12-6, its files under
+// /usr/local/cuda-12.6 as NVIDIA's packages install them.
+func CUDA(bytes int64, cacheDir string) *Large {
+	return &Large{Package: "cuda-toolkit-12-6", Version: "12.6.3", Dir: "/usr/local/cuda-12.6",
+		Payload: Payload{Bytes: bytes, Seed: 1}, CacheDir: cacheDir}
+}
+
 // StandInTree copies src's layers/ and images/ into dir (so tests may edit them) and makes the
 // stand-in site there for the named images (images/<name>.toml).
 func StandInTree(ctx context.Context, src, dir string, images ...string) (Site, error) {
+	return StandInTreeLarge(ctx, src, dir, nil, images...)
+}
+
+// StandInTreeLarge is StandInTree with one package of realistic size (nil: none).
+func StandInTreeLarge(ctx context.Context, src, dir string, large *Large, images ...string) (Site, error) {
 	for _, sub := range []string{"layers", "images"} {
 		if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(src, sub), filepath.Join(dir, sub)).CombinedOutput(); err != nil {
 			return Site{}, fmt.Errorf("copy %s: %v: %s", sub, err, out)
@@ -43,13 +65,13 @@ func StandInTree(ctx context.Context, src, dir string, images ...string) (Site, 
 	for i, name := range images {
 		paths[i] = filepath.Join(dir, "images", name+".toml")
 	}
-	return standInSite(ctx, dir, filepath.Join(dir, "layers"), paths...)
+	return standInSite(ctx, dir, filepath.Join(dir, "layers"), large, paths...)
 }
 
 // standInSite builds, under dir, the repository and site file for the images (paths of image
 // TOMLs) of a tree whose layers are in layersDir: the real dnf and rpm then lock and build
 // them with no network.
-func standInSite(ctx context.Context, dir, layersDir string, images ...string) (Site, error) {
+func standInSite(ctx context.Context, dir, layersDir string, large *Large, images ...string) (Site, error) {
 	names, repoIDs, streams, err := planned(layersDir, images)
 	if err != nil {
 		return Site{}, err
@@ -64,6 +86,11 @@ func standInSite(ctx context.Context, dir, layersDir string, images ...string) (
 	}
 	pkgs := Standins(names, kernel)
 	s := Site{Repo: filepath.Join(dir, "repo"), Path: filepath.Join(dir, "site.toml"), Names: names, RepoIDs: repoIDs, Streams: streams, Packages: len(pkgs)}
+	if large != nil {
+		if pkgs, err = addLarge(ctx, s.Repo, pkgs, *large); err != nil {
+			return Site{}, err
+		}
+	}
 	if err := Build(ctx, s.Repo, pkgs); err != nil {
 		return Site{}, err
 	}
@@ -75,6 +102,32 @@ func standInSite(ctx context.Context, dir, layersDir string, images ...string) (
 		fmt.Fprintf(&site, "[repos.%s]\nbaseurl = \"%s\"\ngpgcheck = false\n\n", r.ID, r.BaseURL)
 	}
 	return s, os.WriteFile(s.Path, []byte(site.String()), 0o644)
+}
+
+// addLarge puts the large package, from its cache, into repo in place of its small stand-in, and
+// returns the packages left to build.
+func addLarge(ctx context.Context, repo string, pkgs []Package, l Large) ([]Package, error) {
+	i := slices.IndexFunc(pkgs, func(p Package) bool { return p.Name == l.Package })
+	if i < 0 {
+		return nil, fmt.Errorf("no image installs %s, the package given a large payload", l.Package)
+	}
+	p := Package{Name: l.Package, Version: l.Version, Arch: "x86_64", Requires: []string{"filesystem"},
+		Payload: &l.Payload, PayloadDir: l.Dir}
+	rpm, err := PayloadRPM(ctx, l.CacheDir, p)
+	if err != nil {
+		return nil, fmt.Errorf("%s with a %d-byte payload: %w", l.Package, l.Payload.Bytes, err)
+	}
+	dst := filepath.Join(repo, "Packages", strings.ToLower(l.Package[:1]), p.FileName())
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return nil, err
+	}
+	// A link where it can be, not a copy: the file is gigabytes and nothing writes to it.
+	if err := os.Link(rpm, dst); err != nil {
+		if err := copyFile(rpm, dst); err != nil {
+			return nil, err
+		}
+	}
+	return slices.Delete(pkgs, i, i+1), nil
 }
 
 // planned returns every package name, repository id and module stream the images use.
