@@ -104,6 +104,9 @@ func checkEnv(o options) error {
 		return err
 	}
 	for _, l := range []string{o.layer, o.deepLayer} {
+		if l == "" && l == o.deepLayer {
+			continue // --deep-layer "": not measured
+		}
 		if _, err := os.Stat(filepath.Join(o.tree, "layers", l+".toml")); err != nil {
 			return err
 		}
