@@ -24,6 +24,19 @@ import (
 // published image behind its manifest, and srcDir stays usable for the caller.
 // The cost is one extra sequential write per build, small next to the build.
 func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) {
+	return write(imagesDir, m, srcDir, copyFile)
+}
+
+// WriteLinked is Write for a srcDir whose files nobody changes any more: each is hard-linked
+// into the version where it can be (the same file system), not copied, and copied where it
+// cannot. imgbuild publishes a multi-GB root this way: written once, by the packer, and shared
+// with the build cache, which reuses it when nothing changed. The files are still read once, to
+// hash them.
+func WriteLinked(imagesDir string, m Manifest, srcDir string) (dir string, err error) {
+	return write(imagesDir, m, srcDir, linkFile)
+}
+
+func write(imagesDir string, m Manifest, srcDir string, put func(src, dst string) (File, error)) (dir string, err error) {
 	if err := checkWritable(m); err != nil {
 		return "", fmt.Errorf("write image: %w", err)
 	}
@@ -44,7 +57,7 @@ func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) 
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := fill(tmp, &m, srcDir); err != nil {
+	if err := fill(tmp, &m, srcDir, put); err != nil {
 		return "", fmt.Errorf("write image %s/%s: %w", m.Name, m.Version, err)
 	}
 	if err := publish(tmp, final); err != nil {
@@ -138,7 +151,7 @@ func refuseExisting(final string) error {
 
 // fill copies the referenced files into tmp, computes m.Files and writes the
 // manifest, all synced to disk.
-func fill(tmp string, m *Manifest, srcDir string) error {
+func fill(tmp string, m *Manifest, srcDir string, put func(src, dst string) (File, error)) error {
 	// MkdirTemp creates 0700; bootd may run as another user than imgbuild.
 	if err := os.Chmod(tmp, dirMode); err != nil {
 		return err
@@ -146,7 +159,7 @@ func fill(tmp string, m *Manifest, srcDir string) error {
 	m.Created = m.Created.UTC()
 	m.Files = map[string]File{}
 	for _, ref := range m.Referenced() {
-		f, err := copyFile(filepath.Join(srcDir, ref), filepath.Join(tmp, ref))
+		f, err := put(filepath.Join(srcDir, ref), filepath.Join(tmp, ref))
 		if err != nil {
 			return err
 		}
@@ -186,6 +199,35 @@ func copyFile(src, dst string) (File, error) {
 	}
 	if err != nil {
 		return File{}, fmt.Errorf("copy %s: %w", src, err)
+	}
+	return File{Size: n, SHA256: sum}, nil
+}
+
+// linkFile hard-links src to dst, gives the file the published mode, and hashes it; where the
+// link cannot be made (another file system), it copies.
+func linkFile(src, dst string) (File, error) {
+	if fi, err := os.Lstat(src); err != nil {
+		return File{}, err
+	} else if !fi.Mode().IsRegular() {
+		return File{}, fmt.Errorf("%s: not a regular file", src)
+	}
+	if err := os.Link(src, dst); err != nil {
+		return copyFile(src, dst)
+	}
+	f, err := os.Open(dst)
+	if err != nil {
+		return File{}, err
+	}
+	defer f.Close()
+	if err := f.Chmod(fileMode); err != nil {
+		return File{}, err
+	}
+	sum, n, err := sha256hex.Of(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("link %s: %w", src, err)
 	}
 	return File{Size: n, SHA256: sum}, nil
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/kickstart"
-	"github.com/labcluster/gpucluster/internal/pack"
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/rootfs"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
@@ -27,6 +26,9 @@ type Report struct {
 	Image, Version, Dir string
 	Layers              []rootfs.Result
 	Fetch, Pack, Total  time.Duration
+	// PackedKey names the packed root in the cache; PackReused says it came from there.
+	PackedKey  string
+	PackReused bool
 }
 
 // Build builds the image at imagePath from its lock and publishes a new version in o.OutDir.
@@ -68,7 +70,7 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 	// The version is published: a failure here costs disk space, not the build.
 	imageFile, err := filepath.Abs(imagePath)
 	if err == nil {
-		err = recordKept(o.CacheDir, r.Image, imageFile, r.Layers, lockedDigests(lock))
+		err = recordKept(o.CacheDir, r.Image, imageFile, r.Layers, r.PackedKey, lockedDigests(lock))
 	}
 	if err == nil && !o.KeepCache {
 		err = pruneCache(o.CacheDir, filepath.Dir(imageFile), o.Log)
@@ -98,28 +100,28 @@ func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, wor
 		return err
 	}
 	r.Fetch = time.Since(t)
-	tree := filepath.Join(work, "tree")
 	b := &rootfs.Builder{CacheDir: o.CacheDir, Epoch: lock.SourceDateEpoch, Log: o.Log, Install: installer(lock.SourceDateEpoch, o.Log)}
-	if r.Layers, err = b.Build(ctx, steps(plan, lock, rpms), tree); err != nil {
-		return err
-	}
-	if err := rootfs.Label(ctx, tree); err != nil {
-		return err
-	}
-	if err := rootfs.Normalize(tree, lock.SourceDateEpoch); err != nil {
+	if r.Layers, err = b.Build(ctx, steps(plan, lock, rpms)); err != nil {
 		return err
 	}
 	t = time.Now()
-	m, err := packInto(ctx, tree, filepath.Join(work, "stage"), plan, lock, o)
+	r.PackedKey = packedKey(r.Layers[len(r.Layers)-1].Key, lock.SourceDateEpoch)
+	stage := filepath.Join(work, "stage")
+	release, reused, err := packRoot(ctx, b, r.Layers, r.PackedKey, work, stage, lock.SourceDateEpoch, o)
 	if err != nil {
 		return err
 	}
-	r.Pack = time.Since(t)
+	o.Log.WithField("reused", reused).Info("root packed")
+	m, err := manifestInto(stage, release, plan, lock)
+	if err != nil {
+		return err
+	}
+	r.Pack, r.PackReused = time.Since(t), reused
 	m.Name, m.Version = r.Image, r.Version
 	for _, l := range r.Layers {
 		m.Layers = append(m.Layers, artifact.Layer{Name: l.Layer, Digest: "sha256:" + l.Key})
 	}
-	r.Dir, err = artifact.Write(o.OutDir, m, filepath.Join(work, "stage"))
+	r.Dir, err = artifact.WriteLinked(o.OutDir, m, stage)
 	return err
 }
 
@@ -171,32 +173,11 @@ func installer(epoch int64, log logrus.FieldLogger) func(context.Context, string
 	}
 }
 
-// packInto puts the boot files, the squashfs root and the lock into stage and returns the
-// manifest describing them (without name, version and layers).
-func packInto(ctx context.Context, tree, stage string, plan *spec.Plan, lock *resolve.LockFile, o Options) (artifact.Manifest, error) {
-	var m artifact.Manifest
-	if err := os.MkdirAll(stage, 0o755); err != nil {
-		return m, err
-	}
-	kernel, release, err := pack.Kernel(tree)
-	if err != nil {
-		return m, err
-	}
-	initrd, err := pack.Initramfs(tree, release)
-	if err != nil {
-		return m, err
-	}
-	for src, dst := range map[string]string{kernel: "vmlinuz", initrd: "initramfs.img"} {
-		if err := pack.CopyFile(src, filepath.Join(stage, dst)); err != nil {
-			return m, err
-		}
-	}
-	opts := pack.SquashOptions{Epoch: lock.SourceDateEpoch, Progress: func(s string) { o.progress("squashfs "+s, 0, 0) }}
-	if err := pack.Squashfs(ctx, tree, filepath.Join(stage, "rootfs.squashfs"), opts); err != nil {
-		return m, err
-	}
+// manifestInto adds the lock and the kickstart to stage, which holds the packed root, and
+// returns the manifest describing them (without name, version and layers).
+func manifestInto(stage, release string, plan *spec.Plan, lock *resolve.LockFile) (artifact.Manifest, error) {
 	if err := writeExtras(stage, plan, lock); err != nil {
-		return m, err
+		return artifact.Manifest{}, err
 	}
 	return artifact.Manifest{
 		Created: time.Unix(lock.SourceDateEpoch, 0).UTC(),

@@ -35,14 +35,15 @@ type keptRecord struct {
 	ImageFile string   `json:"image_file,omitempty"` // absolute path; "" in records of older versions
 	Layers    []string `json:"layers"`               // keys: directory names under <cache>/layers
 	RPMs      []string `json:"rpms"`                 // sha256 hex: <cache>/rpms/sha256/<hex>.rpm
+	Packed    string   `json:"packed,omitempty"`     // key: directory name under <cache>/packed
 }
 
 // recordKept records the layer keys and package hashes that the build of image, from imageFile
 // (an absolute path), used: what pruneCache keeps for it. A build with --keep-cache records too,
 // so the next pruning keeps its layers. Callers hold the cache lock: a build clears a killed
 // writer's temporary file in keptDir whatever its age (leftovers.go).
-func recordKept(cacheDir, image, imageFile string, layers []rootfs.Result, rpmDigests []string) error {
-	rec := keptRecord{ImageFile: imageFile, RPMs: slices.Sorted(slices.Values(rpmDigests))}
+func recordKept(cacheDir, image, imageFile string, layers []rootfs.Result, packed string, rpmDigests []string) error {
+	rec := keptRecord{ImageFile: imageFile, RPMs: slices.Sorted(slices.Values(rpmDigests)), Packed: packed}
 	for _, l := range layers {
 		rec.Layers = append(rec.Layers, l.Key)
 	}
@@ -59,8 +60,12 @@ func pruneCache(cacheDir, imagesDir string, log logrus.FieldLogger) error {
 	if err := dropRemovedImages(records, imagesDir, log); err != nil {
 		return err
 	}
-	layers, rpms := keptBy(records)
+	layers, rpms, packed := keptBy(records)
 	trees, err := rootfs.PruneLayers(cacheDir, layers)
+	if err != nil {
+		return err
+	}
+	roots, err := prunePacked(cacheDir, packed)
 	if err != nil {
 		return err
 	}
@@ -68,8 +73,8 @@ func pruneCache(cacheDir, imagesDir string, log logrus.FieldLogger) error {
 	if err != nil {
 		return err
 	}
-	if trees+pkgs > 0 {
-		log.WithFields(logrus.Fields{"layer_trees": trees, "packages": pkgs}).Info("cache: removed what no image's last build used")
+	if trees+roots+pkgs > 0 {
+		log.WithFields(logrus.Fields{"layers": trees, "packed_roots": roots, "packages": pkgs}).Info("cache: removed what no image's last build used")
 	}
 	return nil
 }
@@ -106,9 +111,12 @@ func dropRemovedImages(records map[string]keptRecord, imagesDir string, log logr
 }
 
 // keptBy returns the layer keys and package hashes the records keep.
-func keptBy(records map[string]keptRecord) (layers, rpms map[string]bool) {
-	layers, rpms = map[string]bool{}, map[string]bool{}
+func keptBy(records map[string]keptRecord) (layers, rpms, packed map[string]bool) {
+	layers, rpms, packed = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, rec := range records {
+		if rec.Packed != "" {
+			packed[rec.Packed] = true
+		}
 		for _, k := range rec.Layers {
 			layers[k] = true
 		}
@@ -116,7 +124,7 @@ func keptBy(records map[string]keptRecord) (layers, rpms map[string]bool) {
 			rpms[d] = true
 		}
 	}
-	return layers, rpms
+	return layers, rpms, packed
 }
 
 // readRecords reads every record, by file. A record that cannot be read stops the pruning

@@ -38,7 +38,7 @@ func TestPruneCache(t *testing.T) {
 		cache := setup(t)
 		images := t.TempDir()
 		writeFile(t, filepath.Join(images, "compute.toml"), "x")
-		if err := recordKept(cache, "compute", filepath.Join(images, "compute.toml"), []rootfs.Result{{Layer: "base", Key: mine}}, []string{rpmMine}); err != nil {
+		if err := recordKept(cache, "compute", filepath.Join(images, "compute.toml"), []rootfs.Result{{Layer: "base", Key: mine}}, "", []string{rpmMine}); err != nil {
 			t.Fatal(err)
 		}
 		if err := pruneCache(cache, images, log); err != nil {
@@ -91,10 +91,10 @@ func TestPruneRemovedImages(t *testing.T) {
 			cache := t.TempDir()
 			key := hexName("d")
 			writeFile(t, filepath.Join(cache, "layers", key, "etc/motd"), "x")
-			if err := recordKept(cache, "compute", filepath.Join(images, "compute.toml"), nil, nil); err != nil {
+			if err := recordKept(cache, "compute", filepath.Join(images, "compute.toml"), nil, "", nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := recordKept(cache, "other", tc.imageFile, []rootfs.Result{{Layer: "base", Key: key}}, nil); err != nil {
+			if err := recordKept(cache, "other", tc.imageFile, []rootfs.Result{{Layer: "base", Key: key}}, "", nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := pruneCache(cache, images, log); err != nil {

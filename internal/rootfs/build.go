@@ -47,40 +47,48 @@ type Builder struct {
 	Log     logrus.FieldLogger
 }
 
-// Build applies steps in order and leaves a copy of the top layer's tree at dst (which must not
-// exist). Layers whose key is cached are reused; the others are built from their parent's tree.
-func (b *Builder) Build(ctx context.Context, steps []Step, dst string) ([]Result, error) {
+// Build applies steps in order and returns what happened to each layer. Layers whose key is
+// cached are reused; the others are built over the layers below them (overlay.go), and stored
+// as what they add. Mount shows the result.
+func (b *Builder) Build(ctx context.Context, steps []Step) ([]Result, error) {
 	// The host's umask must not reach the image: the tree's root, the parents of layer files,
 	// the account files and what commands create would get 0750 dirs under umask 027 on one
 	// host and 0755 on another. Set here, where trees are made, every caller gets the same
 	// trees; the umask is the process's, so the caller's comes back after the build.
 	defer syscall.Umask(syscall.Umask(0o022))
+	if len(steps) == 0 {
+		return nil, errors.New("no layers to build")
+	}
 	results := make([]Result, 0, len(steps))
-	parent, parentKey := "", ""
+	var below []string // keys of the layers below, bottom first
 	for _, st := range steps {
 		start := time.Now()
-		key := b.layerKey(parentKey, st)
-		dir := filepath.Join(b.CacheDir, "layers", key)
+		key := b.layerKey(lastKey(below), st)
+		dir := b.layerDir(key)
 		cached := exists(dir)
 		if !cached {
-			if err := b.buildLayer(ctx, st, parent, dir); err != nil {
+			if err := b.buildLayer(ctx, st, below, dir); err != nil {
 				return results, fmt.Errorf("layer %s: %w", st.Layer.Name, err)
 			}
 		}
 		r := Result{Layer: st.Layer.Name, Key: key, Cached: cached, Duration: time.Since(start)}
 		b.Log.WithFields(logrus.Fields{"layer": r.Layer, "cached": r.Cached, "duration": logfield.Duration(r.Duration), "key": key[:12]}).Info("layer ready")
 		results = append(results, r)
-		parent, parentKey = dir, key
+		below = append(below, key)
 	}
-	if parent == "" {
-		return results, errors.New("no layers to build")
+	return results, nil
+}
+
+func lastKey(keys []string) string {
+	if len(keys) == 0 {
+		return ""
 	}
-	return results, copyTree(ctx, parent, dst)
+	return keys[len(keys)-1]
 }
 
 // keyFormat names the way this builder makes trees. Change it whenever the builder changes what
 // a tree holds, so that trees an older builder left in the cache are not taken for this one's.
-const keyFormat = "rootfs/2"
+const keyFormat = "rootfs/4"
 
 // layerKey is sha256 over the builder's format, the parent's key, the layer definition's digest
 // (which covers its input files), the epoch (rpm's install times, the commands'
@@ -96,8 +104,10 @@ func (b *Builder) layerKey(parentKey string, st Step) string {
 }
 
 // buildLayer builds into a temporary directory and renames it into the cache when complete, so
-// a killed build never leaves a half layer that a later build would take for finished.
-func (b *Builder) buildLayer(ctx context.Context, st Step, parent, dir string) error {
+// a killed build never leaves a half layer that a later build would take for finished. Over
+// layers below, the layer is applied through an overlayfs mount of them and what lands in its
+// upper directory is the layer; the first layer is a plain tree.
+func (b *Builder) buildLayer(ctx context.Context, st Step, below []string, dir string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
@@ -106,27 +116,42 @@ func (b *Builder) buildLayer(ctx context.Context, st Step, parent, dir string) e
 		return err
 	}
 	defer os.RemoveAll(stage)
-	tree := filepath.Join(stage, "tree")
-	if parent != "" {
-		err = copyTree(ctx, parent, tree)
+	diff := filepath.Join(stage, "diff")
+	if len(below) == 0 {
+		err = os.Mkdir(diff, 0o755)
+		if err == nil {
+			err = b.apply(ctx, st, diff)
+		}
 	} else {
-		err = os.Mkdir(tree, 0o755)
-	}
-	if err == nil {
-		err = b.apply(ctx, st, tree)
+		err = b.applyOver(ctx, st, below, stage)
 	}
 	if err != nil {
 		return err
 	}
-	// The cache entry is the tree itself: rename the finished tree into place, durably
+	// The cache entry is the diff itself: rename the finished diff into place, durably
 	// (durable.go).
 	if err := syncFS(stage); err != nil {
 		return err
 	}
-	if err := rename(tree, dir); err != nil {
+	if err := rename(diff, dir); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(dir))
+}
+
+// applyOver applies the layer through an overlayfs mount of the layers below (keys, bottom
+// first) with stage/diff as the upper directory.
+func (b *Builder) applyOver(ctx context.Context, st Step, below []string, stage string) error {
+	diff, merged := filepath.Join(stage, "diff"), filepath.Join(stage, "merged")
+	lowers := b.lowerDirs(below)
+	if err := mountOverlay(lowers, lowers[0], diff, filepath.Join(stage, "work"), merged, layerOptions); err != nil {
+		return err
+	}
+	err := b.apply(ctx, st, merged)
+	if err == nil {
+		err = linkUpAliases(diff, merged)
+	}
+	return errors.Join(err, unmount(merged))
 }
 
 // apply adds one layer to tree: accounts first (fixed ids before packages create files), then
@@ -181,19 +206,6 @@ func (b *Builder) run(ctx context.Context, tree string, l *spec.Layer) error {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("run[%d] %q: %w\n%s", i, c.Command, err, tail(out, 20))
 		}
-	}
-	return nil
-}
-
-// copyTree copies a whole tree with cp -a: owners, modes, hard links, devices and xattrs kept,
-// reflinks where the file system has them.
-func copyTree(ctx context.Context, src, dst string) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	out, err := child.Command(ctx, "cp", "-a", "--reflink=auto", src, dst).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("copy %s: %w: %s", src, err, out)
 	}
 	return nil
 }

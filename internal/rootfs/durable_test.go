@@ -43,7 +43,7 @@ func TestLayerDurableBeforeRename(t *testing.T) {
 	b := newBuilder(t, &fakeInstall{})
 	layers := filepath.Join(b.CacheDir, "layers")
 	events := recordSyncs(t, nil)
-	res, err := b.Build(context.Background(), []Step{{Layer: base, RPMs: baseRPMs}, {Layer: top, RPMs: topRPMs}}, filepath.Join(t.TempDir(), "tree"))
+	res, err := b.Build(context.Background(), []Step{{Layer: base, RPMs: baseRPMs}, {Layer: top, RPMs: topRPMs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestLayerDurableBeforeRename(t *testing.T) {
 			stage := strings.TrimPrefix(got[0], "syncfs ")
 			want := []string{
 				"syncfs " + stage,
-				"rename " + filepath.Join(stage, "tree") + " -> " + filepath.Join(layers, r.Key),
+				"rename " + filepath.Join(stage, "diff") + " -> " + filepath.Join(layers, r.Key),
 				"syncdir " + layers,
 			}
 			if filepath.Dir(stage) != layers || !strings.HasPrefix(filepath.Base(stage), stagePrefix) || !slices.Equal(got, want) {
