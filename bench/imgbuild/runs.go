@@ -23,7 +23,8 @@ type figures struct {
 	relock, edited          cost // after the top layer's edit
 	deepRelock, deep        cost // after the deep layer's edit (zero when not measured)
 	fetch, install, pack    time.Duration
-	rebuilt, deepRebuilt    int // layers the edited rebuilds built
+	editedPack              time.Duration // of the top layer's rebuild: normalizing and packing
+	rebuilt, deepRebuilt    int           // layers the edited rebuilds built
 	layers                  int
 	hand, squash            cost   // the baseline's dnf transaction and mksquashfs
 	imageBytes, scriptBytes int64  // rootfs.squashfs sizes
@@ -57,11 +58,11 @@ func (b *bench) measure(ctx context.Context, i int) (figures, error) {
 		return f, fmt.Errorf("a rebuild with nothing changed built %s", strings.Join(done, ", "))
 	}
 	f.unchanged, f.sameSHA = c, sha
-	if f.relock, f.edited, f.rebuilt, f.editedSHA, err = b.editAndBuild(ctx, cache, b.layer, i, "edited"); err != nil {
+	if f.relock, f.edited, f.rebuilt, f.editedSHA, f.editedPack, err = b.editAndBuild(ctx, cache, b.layer, i, "edited"); err != nil {
 		return f, err
 	}
 	if b.deepLayer != "" {
-		if f.deepRelock, f.deep, f.deepRebuilt, f.deepSHA, err = b.editAndBuild(ctx, cache, b.deepLayer, i, "deep"); err != nil {
+		if f.deepRelock, f.deep, f.deepRebuilt, f.deepSHA, _, err = b.editAndBuild(ctx, cache, b.deepLayer, i, "deep"); err != nil {
 			return f, err
 		}
 	}
@@ -80,7 +81,7 @@ func (b *bench) measure(ctx context.Context, i int) (figures, error) {
 
 // editAndBuild edits the layer, locks again and builds: the lock's and the build's costs, how
 // many layers were built (the edited one first, or an error) and the image's sha256.
-func (b *bench) editAndBuild(ctx context.Context, cache, layer string, i int, what string) (relock, build cost, rebuilt int, sha string, err error) {
+func (b *bench) editAndBuild(ctx context.Context, cache, layer string, i int, what string) (relock, build cost, rebuilt int, sha string, pack time.Duration, err error) {
 	if err = editLayer(b.layerPath(layer), i); err != nil {
 		return
 	}
@@ -91,12 +92,13 @@ func (b *bench) editAndBuild(ctx context.Context, cache, layer string, i int, wh
 	if r, build, sha, err = b.build(ctx, cache, fmt.Sprintf("%d-%s", i, what)); err != nil {
 		return
 	}
+	pack = r.Pack
 	done := builtLayers(r)
 	if len(done) == 0 || done[0] != layer {
 		err = fmt.Errorf("after editing %s the rebuild built %v, want %s first", layer, done, layer)
 	}
 	progress("run %d: %s edited, %d layers built in %s", i, layer, len(done), secs(build.Wall))
-	return relock, build, len(done), sha, err
+	return relock, build, len(done), sha, pack, err
 }
 
 func (b *bench) lock(ctx context.Context) (cost, error) {
