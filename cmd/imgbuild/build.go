@@ -22,9 +22,10 @@ ships; EPEL keeps only the newest build) is fetched from where the lock says it 
 vault, Koji), or from --package-archive: the packages CI published with earlier versions.
 Every package is checked against the lock's sha256 whatever its source.
 
-The cache (--cache) then keeps the layer trees and packages of each image's last build and
-removes the rest: every changed layer adds a tree there, a full copy of its parent's on file
-systems without reflink (ext4). --keep-cache keeps everything.
+Each layer is stored in the cache (--cache) as what it adds to the layers below it (overlayfs:
+needs root), and the packed root under the top layer's key: a build with nothing changed links
+the packed root into the new version. The cache then keeps the layers, packed root and packages
+of each image's last build and removes the rest. --keep-cache keeps everything.
 `
 
 func runBuild(ctx context.Context, args []string) error {
