@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,18 @@ func TestImgbuild(t *testing.T) {
 	t.Run("reproducible: a clean second build is byte-identical", func(t *testing.T) {
 		again := l.build(ctx, t, "compute", "out-again", "cache-again", "1")
 		sameFiles(t, compute.Dir, again.Dir)
+	})
+	t.Run("nothing changed: every layer and the packed root reused, the same bytes", func(t *testing.T) {
+		r := l.build(ctx, t, "compute", "out-same", "cache", "1")
+		for _, x := range r.Layers {
+			if !x.Cached {
+				t.Errorf("layer %s built again, want it from the cache", x.Layer)
+			}
+		}
+		if !r.PackReused {
+			t.Error("the root was packed again, want the packed root of the last build reused")
+		}
+		sameFiles(t, compute.Dir, r.Dir)
 	})
 	t.Run("cache: editing nfs rebuilds nfs and the layers above it only, and equals a clean build", func(t *testing.T) {
 		editLayer(t, filepath.Join(l.dir, "layers", "nfs.toml"), "\n[[files]]\npath = \"/etc/imgbuild-edited\"\ncontent = \"edited\\n\"\n")
@@ -257,8 +270,8 @@ func sameFiles(t *testing.T, a, b string) {
 	}
 }
 
-// checkCacheHolds fails unless the cache's layer trees are exactly those the given builds (each
-// image's last) used: a build removes the trees nothing will reuse.
+// checkCacheHolds fails unless the cache's layers and packed roots are exactly those the given
+// builds (each image's last) used: a build removes what nothing will reuse.
 func checkCacheHolds(t *testing.T, cache string, builds ...*imgbuild.Report) {
 	t.Helper()
 	want := map[string]bool{}
@@ -281,7 +294,22 @@ func checkCacheHolds(t *testing.T, cache string, builds ...*imgbuild.Report) {
 		}
 	}
 	if !maps.Equal(have, want) {
-		t.Errorf("cache holds %d layer trees, want the %d of each image's last build", len(have), len(want))
+		t.Errorf("cache holds %d layers, want the %d of each image's last build", len(have), len(want))
+	}
+	packed := map[string]bool{}
+	for _, b := range builds {
+		packed[b.PackedKey] = true
+	}
+	entries, err = os.ReadDir(filepath.Join(cache, "packed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have = map[string]bool{}
+	for _, e := range entries {
+		have[e.Name()] = true
+	}
+	if !maps.Equal(have, packed) {
+		t.Errorf("cache holds packed roots %v, want those of each image's last build %v", slices.Sorted(maps.Keys(have)), slices.Sorted(maps.Keys(packed)))
 	}
 }
 
