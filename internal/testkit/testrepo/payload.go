@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Payload is a CUDA-sized stand-in payload: Bytes of files under one directory, in thousands of
@@ -43,10 +44,12 @@ const (
 )
 
 // corpusDirs hold the host ELF files the binaries are cut from; corpusMax bounds how much of
-// them is read (into memory).
-var corpusDirs = []string{"/usr/lib/x86_64-linux-gnu", "/usr/bin", "/usr/sbin", "/usr/libexec"}
-
-const corpusMax = 256 << 20
+// them is read (into memory, once per process: corpus). A variable so a test can read less.
+var (
+	corpusDirs = []string{"/usr/lib/x86_64-linux-gnu", "/usr/bin", "/usr/sbin", "/usr/libexec"}
+	corpusMax  = 256 << 20
+	corpus     = sync.OnceValues(loadCorpus)
+)
 
 type fileKind int
 
@@ -65,7 +68,7 @@ type payloadFile struct {
 
 // Generate writes the payload under dir (created) and returns how many files it wrote.
 func (p Payload) Generate(dir string) (int, error) {
-	corpus, err := loadCorpus()
+	corpus, err := corpus()
 	if err != nil {
 		return 0, err
 	}
@@ -81,7 +84,7 @@ func (p Payload) Generate(dir string) (int, error) {
 // Key identifies what Generate makes on this host: the format, size, seed and a digest of the
 // corpus. A cache of generated payloads (or of packages carrying them) is keyed by it.
 func (p Payload) Key() (string, error) {
-	corpus, err := loadCorpus()
+	corpus, err := corpus()
 	if err != nil {
 		return "", err
 	}
@@ -323,7 +326,7 @@ func loadCorpus() ([]byte, error) {
 		}
 		corpus = append(corpus, data[:min(len(data), corpusMax-len(corpus))]...)
 	}
-	if len(corpus) < 16<<20 {
+	if len(corpus) < min(16<<20, corpusMax) {
 		return nil, fmt.Errorf("payload corpus: only %d bytes of ELF files under %s", len(corpus), strings.Join(corpusDirs, ", "))
 	}
 	return corpus, nil
