@@ -107,7 +107,7 @@ func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, wor
 	t = time.Now()
 	r.PackedKey = packedKey(r.Layers[len(r.Layers)-1].Key, lock.SourceDateEpoch)
 	stage := filepath.Join(work, "stage")
-	release, reused, err := packRoot(ctx, b, r.Layers, r.PackedKey, work, stage, lock.SourceDateEpoch, o)
+	release, reused, err := packRoot(ctx, b, r.Layers, r.Image, r.PackedKey, work, stage, lock.SourceDateEpoch, o)
 	if err != nil {
 		return err
 	}

@@ -44,11 +44,14 @@ func packedKey(top string, epoch int64) string {
 // result of the same layers when the cache has it, else by mounting the layers' merged view,
 // normalizing and packing it, and keeping the result. It returns the kernel release and whether
 // the result was reused.
-func packRoot(ctx context.Context, b *rootfs.Builder, layers []rootfs.Result, key, work, stage string, epoch int64, o Options) (string, bool, error) {
+func packRoot(ctx context.Context, b *rootfs.Builder, layers []rootfs.Result, image, key, work, stage string, epoch int64, o Options) (string, bool, error) {
 	cached := filepath.Join(packedDir(o.CacheDir), key)
 	if release, err := linkPacked(cached, stage); err == nil {
 		return release, true, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, err
+	}
+	if err := dropSuperseded(o.CacheDir, image, key); err != nil {
 		return "", false, err
 	}
 	release, err := packMerged(ctx, b, layers, filepath.Join(work, "root"), stage, epoch, o)
@@ -160,6 +163,27 @@ func syncPath(p string) error {
 		return err
 	}
 	return errors.Join(f.Sync(), f.Close())
+}
+
+// dropSuperseded removes the packed root of image's last build, which this build (packing key)
+// replaces, unless another image's record names it too: the cache then never holds two packed
+// roots of one image, a gigabyte or more each. Should this build fail, the next build of the
+// old lock packs again from its cached layers. A version published from it keeps its own link.
+func dropSuperseded(cacheDir, image, key string) error {
+	records, err := readRecords(cacheDir)
+	if err != nil {
+		return err
+	}
+	old := records[filepath.Join(keptDir(cacheDir), image+".json")].Packed
+	if !sha256hex.Valid(old) || old == key {
+		return nil // none (or not a key: never a path to remove)
+	}
+	for path, rec := range records {
+		if rec.Packed == old && filepath.Base(path) != image+".json" {
+			return nil
+		}
+	}
+	return os.RemoveAll(filepath.Join(packedDir(cacheDir), old))
 }
 
 // prunePacked removes the packed results that keep does not name.
