@@ -121,8 +121,18 @@ func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, wor
 	for _, l := range r.Layers {
 		m.Layers = append(m.Layers, artifact.Layer{Name: l.Layer, Digest: "sha256:" + l.Key})
 	}
-	r.Dir, err = artifact.WriteLinked(o.OutDir, m, stage)
-	return err
+	if r.Dir, err = artifact.WriteLinked(o.OutDir, m, stage); err != nil || reused {
+		return err
+	}
+	// The version is published: keep its root for the next build of the same layers.
+	img, err := artifact.Open(r.Dir)
+	if err == nil {
+		err = keepPacked(stage, release, img.Manifest.Files, filepath.Join(work, "packed"), filepath.Join(packedDir(o.CacheDir), r.PackedKey))
+	}
+	if err != nil {
+		o.Log.WithError(err).Warn("packed root not kept in the cache; the next build packs again")
+	}
+	return nil
 }
 
 // loadLocked loads the plan and its lock, and refuses a lock that no longer matches.

@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/pack"
 	"github.com/labcluster/gpucluster/internal/rootfs"
 	"github.com/labcluster/gpucluster/internal/sha256hex"
@@ -25,11 +26,19 @@ import (
 // or pack changes what it makes from a tree, so that no older result is taken for this one's.
 const packFormat = "packed/1"
 
-// packedFiles are what a packed result holds, besides releaseFile.
+// packedFiles are what a packed result holds, besides its record (packedRecord).
 var packedFiles = []string{"vmlinuz", "initramfs.img", "rootfs.squashfs"}
 
-// releaseFile holds the kernel release the packed kernel is.
-const releaseFile = "release"
+// packedRecord is <cache>/packed/<key>/packed.json: the kernel release, and each file's size and
+// sha256 as the version published from it recorded them. A reuse checks every file against it:
+// the files are hard links shared with versions, and one changed in place must not pass into a
+// new version with a manifest made from its new bytes.
+type packedRecord struct {
+	Release string                   `json:"release"`
+	Files   map[string]artifact.File `json:"files"`
+}
+
+const packedRecordFile = "packed.json"
 
 func packedDir(cacheDir string) string { return filepath.Join(cacheDir, "packed") }
 
@@ -41,24 +50,31 @@ func packedKey(top string, epoch int64) string {
 }
 
 // packRoot puts the kernel, initramfs and squashfs of the layers into stage, from the packed
-// result of the same layers when the cache has it, else by mounting the layers' merged view,
-// normalizing and packing it, and keeping the result. It returns the kernel release and whether
-// the result was reused.
+// result of the same layers when the cache has it whole, else by mounting the layers' merged
+// view, normalizing and packing it. It returns the kernel release and whether the result was
+// reused; a new one enters the cache with keepPacked once its version is published.
 func packRoot(ctx context.Context, b *rootfs.Builder, layers []rootfs.Result, image, key, work, stage string, epoch int64, o Options) (string, bool, error) {
 	cached := filepath.Join(packedDir(o.CacheDir), key)
-	if release, err := linkPacked(cached, stage); err == nil {
+	release, err := linkPacked(cached, stage)
+	switch {
+	case err == nil:
 		return release, true, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	case errors.Is(err, errPackedChanged):
+		o.Log.WithError(err).Warn("the cached packed root changed since it was packed; packing again")
+		if err := os.RemoveAll(cached); err != nil {
+			return "", false, err
+		}
+		if err := os.RemoveAll(stage); err != nil {
+			return "", false, err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
 		return "", false, err
 	}
 	if err := dropSuperseded(o.CacheDir, image, key); err != nil {
 		return "", false, err
 	}
-	release, err := packMerged(ctx, b, layers, filepath.Join(work, "root"), stage, epoch, o)
-	if err != nil {
-		return "", false, err
-	}
-	return release, false, keepPacked(stage, release, filepath.Join(work, "packed"), cached)
+	release, err = packMerged(ctx, b, layers, filepath.Join(work, "root"), stage, epoch, o)
+	return release, false, err
 }
 
 // packMerged mounts the merged view, normalizes it (what it changes goes to scratch, never to
@@ -99,36 +115,71 @@ func normalizeAndPack(ctx context.Context, tree, stage string, epoch int64, o Op
 	return release, pack.Squashfs(ctx, tree, filepath.Join(stage, "rootfs.squashfs"), opts)
 }
 
-// linkPacked links a packed result's files into stage and returns its kernel release; an
-// error wrapping fs.ErrNotExist when there is none.
+var errPackedChanged = errors.New("packed root changed")
+
+// linkPacked links a packed result's files into stage, after checking each against its record,
+// and returns its kernel release; an error wrapping fs.ErrNotExist when there is none, one
+// wrapping errPackedChanged when a file is not what was recorded.
 func linkPacked(cached, stage string) (string, error) {
-	release, err := os.ReadFile(filepath.Join(cached, releaseFile))
+	data, err := os.ReadFile(filepath.Join(cached, packedRecordFile))
 	if err != nil {
 		return "", err
+	}
+	var rec packedRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return "", fmt.Errorf("%w: %s: %v", errPackedChanged, packedRecordFile, err)
 	}
 	if err := os.MkdirAll(stage, 0o755); err != nil {
 		return "", err
 	}
 	for _, f := range packedFiles {
-		if err := os.Link(filepath.Join(cached, f), filepath.Join(stage, f)); err != nil {
+		src := filepath.Join(cached, f)
+		if err := checkFile(src, rec.Files[f]); err != nil {
+			return "", err
+		}
+		if err := os.Link(src, filepath.Join(stage, f)); err != nil {
 			return "", fmt.Errorf("reuse the packed root: %w", err)
 		}
 	}
-	return strings.TrimSpace(string(release)), nil
+	return rec.Release, nil
 }
 
-// keepPacked links stage's packed files into the cache under key, through tmp (made whole, then
-// renamed into place, durably: a key names a finished result only).
-func keepPacked(stage, release, tmp, cached string) error {
+// checkFile fails with errPackedChanged unless path has want's size and sha256.
+func checkFile(path string, want artifact.File) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errPackedChanged, err)
+	}
+	defer f.Close()
+	sum, n, err := sha256hex.Of(f)
+	if err != nil {
+		return err
+	}
+	if n != want.Size || sum != want.SHA256 {
+		return fmt.Errorf("%w: %s is %d bytes with sha256 %s, packed as %d bytes with %s", errPackedChanged, path, n, sum, want.Size, want.SHA256)
+	}
+	return nil
+}
+
+// keepPacked links stage's packed files into the cache under cached with their record (release,
+// and the sizes and digests the published version's manifest has), through tmp: made whole,
+// synced, then renamed into place, so a key names a finished result only.
+func keepPacked(stage, release string, files map[string]artifact.File, tmp, cached string) error {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return err
 	}
+	rec := packedRecord{Release: release, Files: map[string]artifact.File{}}
 	for _, f := range packedFiles {
 		if err := os.Link(filepath.Join(stage, f), filepath.Join(tmp, f)); err != nil {
 			return err
 		}
+		rec.Files[f] = files[f]
 	}
-	if err := os.WriteFile(filepath.Join(tmp, releaseFile), []byte(release+"\n"), 0o644); err != nil {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, packedRecordFile), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
 	if err := syncAll(tmp); err != nil {

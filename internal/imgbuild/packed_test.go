@@ -1,10 +1,16 @@
 package imgbuild
 
 import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/labcluster/gpucluster/internal/artifact"
 )
 
 // TestDropSuperseded: before packing a new root, the image's last packed root goes, unless
@@ -50,5 +56,40 @@ func TestDropSuperseded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPackedReuseChecked: a kept packed root is linked into a new stage while its files are what
+// was recorded, and refused as changed once one of them (a hard link a version shares) is
+// written in place.
+func TestPackedReuseChecked(t *testing.T) {
+	dir := t.TempDir()
+	stage, cached := filepath.Join(dir, "stage"), filepath.Join(dir, "packed", strings.Repeat("d", 64))
+	files := map[string]artifact.File{}
+	for _, f := range packedFiles {
+		data := []byte("the " + f)
+		if err := os.MkdirAll(stage, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stage, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[f] = artifact.File{Size: int64(len(data)), SHA256: fmt.Sprintf("%x", sha256.Sum256(data))}
+	}
+	if err := keepPacked(stage, "6.1.0-1", files, filepath.Join(dir, "tmp"), cached); err != nil {
+		t.Fatal(err)
+	}
+	release, err := linkPacked(cached, filepath.Join(dir, "again"))
+	if err != nil || release != "6.1.0-1" {
+		t.Fatalf("reuse: release %q, %v; want 6.1.0-1", release, err)
+	}
+	if err := os.WriteFile(filepath.Join(stage, "rootfs.squashfs"), []byte("the rootfs.squashfs, changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := linkPacked(cached, filepath.Join(dir, "third")); !errors.Is(err, errPackedChanged) {
+		t.Fatalf("reuse after an in-place change: %v, want errPackedChanged", err)
+	}
+	if _, err := linkPacked(filepath.Join(dir, "packed", strings.Repeat("e", 64)), filepath.Join(dir, "fourth")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("reuse of no packed root: %v, want fs.ErrNotExist", err)
 	}
 }
