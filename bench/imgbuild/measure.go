@@ -138,12 +138,24 @@ func mountWorkFS(ctx context.Context, dir string, gib int) (*workFS, error) {
 	return w, nil
 }
 
-// close unmounts and detaches what mountWorkFS made, and removes the image file.
+// close unmounts and detaches what mountWorkFS made, and removes the image file. A step killed
+// by Ctrl-C may leave processes that still hold the file system for a moment: the unmount is
+// tried for 20 s, then made lazy (the kernel finishes it when they are gone, and a detached loop
+// device then goes with it).
 func (w *workFS) close() {
 	if w.loop == "" {
 		return
 	}
-	_ = exec.Command("umount", w.dir).Run()
+	unmounted := false
+	for range 20 {
+		if unmounted = exec.Command("umount", w.dir).Run() == nil; unmounted {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if !unmounted {
+		_ = exec.Command("umount", "--lazy", w.dir).Run()
+	}
 	_ = exec.Command("losetup", "--detach", w.loop).Run()
 	os.Remove(w.image)
 }
