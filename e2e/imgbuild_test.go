@@ -171,6 +171,10 @@ func TestImgbuild(t *testing.T) {
 		if err := os.WriteFile(entries[0], []byte("tampered"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// Packages are fetched and checked when a layer needs them: make every layer needed.
+		if err := os.RemoveAll(filepath.Join(l.dir, "cache", "layers")); err != nil {
+			t.Fatal(err)
+		}
 		healed := l.build(ctx, t, "compute", "out-healed", "cache", "2")
 		sameFiles(t, filepath.Join(l.dir, "out", "compute", "2"), healed.Dir)
 	})

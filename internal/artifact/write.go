@@ -30,10 +30,17 @@ func Write(imagesDir string, m Manifest, srcDir string) (dir string, err error) 
 // WriteLinked is Write for a srcDir whose files nobody changes any more: each is hard-linked
 // into the version where it can be (the same file system), not copied, and copied where it
 // cannot. imgbuild publishes a multi-GB root this way: written once, by the packer, and shared
-// with the build cache, which reuses it when nothing changed. The files are still read once, to
-// hash them.
-func WriteLinked(imagesDir string, m Manifest, srcDir string) (dir string, err error) {
-	return write(imagesDir, m, srcDir, linkFile)
+// with the build cache, which reuses it when nothing changed. Each file is read once to hash it,
+// except those known gives (the caller has just checked them): a linked file listed there is
+// recorded with known's size and digest.
+func WriteLinked(imagesDir string, m Manifest, srcDir string, known map[string]File) (dir string, err error) {
+	return write(imagesDir, m, srcDir, func(src, dst string) (File, error) {
+		f, ok := known[filepath.Base(src)]
+		if !ok {
+			f = File{}
+		}
+		return linkFile(src, dst, f)
+	})
 }
 
 func write(imagesDir string, m Manifest, srcDir string, put func(src, dst string) (File, error)) (dir string, err error) {
@@ -203,9 +210,9 @@ func copyFile(src, dst string) (File, error) {
 	return File{Size: n, SHA256: sum}, nil
 }
 
-// linkFile hard-links src to dst, gives the file the published mode, and hashes it; where the
-// link cannot be made (another file system), it copies.
-func linkFile(src, dst string) (File, error) {
+// linkFile hard-links src to dst, gives the file the published mode, and hashes it unless known
+// has its digest; where the link cannot be made (another file system), it copies (and hashes).
+func linkFile(src, dst string, known File) (File, error) {
 	if fi, err := os.Lstat(src); err != nil {
 		return File{}, err
 	} else if !fi.Mode().IsRegular() {
@@ -221,6 +228,9 @@ func linkFile(src, dst string) (File, error) {
 	defer f.Close()
 	if err := f.Chmod(fileMode); err != nil {
 		return File{}, err
+	}
+	if known.SHA256 != "" {
+		return known, f.Sync()
 	}
 	sum, n, err := sha256hex.Of(f)
 	if err == nil {

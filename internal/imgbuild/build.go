@@ -92,36 +92,43 @@ func lockedDigests(lock *resolve.LockFile) []string {
 }
 
 func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, work string, o Options, r *Report) error {
-	t := time.Now()
-	src := resolve.Sources{BaseURLs: baseURLs(plan), PackageArchive: o.PackageArchive}
-	rpms, err := resolve.Fetch(ctx, lock, src, rpmCacheDir(o.CacheDir),
-		func(done, total int64) { o.progress("download", done, total) })
-	if err != nil {
-		return err
-	}
-	r.Fetch = time.Since(t)
 	b := &rootfs.Builder{CacheDir: o.CacheDir, Epoch: lock.SourceDateEpoch, Log: o.Log, Install: installer(lock.SourceDateEpoch, o.Log)}
-	if r.Layers, err = b.Build(ctx, steps(plan, lock, rpms)); err != nil {
+	st := steps(plan, lock, nil)
+	// Packages are fetched (and each checked against the lock) when a layer needs them: with
+	// every layer cached, none is read.
+	if !b.Cached(st) {
+		t := time.Now()
+		src := resolve.Sources{BaseURLs: baseURLs(plan), PackageArchive: o.PackageArchive}
+		rpms, err := resolve.Fetch(ctx, lock, src, rpmCacheDir(o.CacheDir),
+			func(done, total int64) { o.progress("download", done, total) })
+		if err != nil {
+			return err
+		}
+		r.Fetch, st = time.Since(t), steps(plan, lock, rpms)
+	}
+	var err error
+	if r.Layers, err = b.Build(ctx, st); err != nil {
 		return err
 	}
-	t = time.Now()
+	t := time.Now()
 	r.PackedKey = packedKey(r.Layers[len(r.Layers)-1].Key, lock.SourceDateEpoch)
 	stage := filepath.Join(work, "stage")
-	release, reused, err := packRoot(ctx, b, r.Layers, r.Image, r.PackedKey, work, stage, lock.SourceDateEpoch, o)
+	release, known, err := packRoot(ctx, b, r.Layers, r.Image, r.PackedKey, work, stage, lock.SourceDateEpoch, o)
 	if err != nil {
 		return err
 	}
-	o.Log.WithField("reused", reused).Info("root packed")
+	r.PackReused = known != nil
+	o.Log.WithField("reused", r.PackReused).Info("root packed")
 	m, err := manifestInto(stage, release, plan, lock)
 	if err != nil {
 		return err
 	}
-	r.Pack, r.PackReused = time.Since(t), reused
+	r.Pack = time.Since(t)
 	m.Name, m.Version = r.Image, r.Version
 	for _, l := range r.Layers {
 		m.Layers = append(m.Layers, artifact.Layer{Name: l.Layer, Digest: "sha256:" + l.Key})
 	}
-	if r.Dir, err = artifact.WriteLinked(o.OutDir, m, stage); err != nil || reused {
+	if r.Dir, err = artifact.WriteLinked(o.OutDir, m, stage, known); err != nil || r.PackReused {
 		return err
 	}
 	// The version is published: keep its root for the next build of the same layers.

@@ -52,29 +52,30 @@ func packedKey(top string, epoch int64) string {
 // packRoot puts the kernel, initramfs and squashfs of the layers into stage, from the packed
 // result of the same layers when the cache has it whole, else by mounting the layers' merged
 // view, normalizing and packing it. It returns the kernel release and whether the result was
-// reused; a new one enters the cache with keepPacked once its version is published.
-func packRoot(ctx context.Context, b *rootfs.Builder, layers []rootfs.Result, image, key, work, stage string, epoch int64, o Options) (string, bool, error) {
+// reused (with the files' recorded sizes and digests, checked); a new one enters the cache with
+// keepPacked once its version is published.
+func packRoot(ctx context.Context, b *rootfs.Builder, layers []rootfs.Result, image, key, work, stage string, epoch int64, o Options) (string, map[string]artifact.File, error) {
 	cached := filepath.Join(packedDir(o.CacheDir), key)
-	release, err := linkPacked(cached, stage)
+	release, files, err := linkPacked(cached, stage)
 	switch {
 	case err == nil:
-		return release, true, nil
+		return release, files, nil
 	case errors.Is(err, errPackedChanged):
 		o.Log.WithError(err).Warn("the cached packed root changed since it was packed; packing again")
 		if err := os.RemoveAll(cached); err != nil {
-			return "", false, err
+			return "", nil, err
 		}
 		if err := os.RemoveAll(stage); err != nil {
-			return "", false, err
+			return "", nil, err
 		}
 	case !errors.Is(err, fs.ErrNotExist):
-		return "", false, err
+		return "", nil, err
 	}
 	if err := dropSuperseded(o.CacheDir, image, key); err != nil {
-		return "", false, err
+		return "", nil, err
 	}
 	release, err = packMerged(ctx, b, layers, filepath.Join(work, "root"), stage, epoch, o)
-	return release, false, err
+	return release, nil, err
 }
 
 // packMerged mounts the merged view, normalizes it (what it changes goes to scratch, never to
@@ -118,30 +119,31 @@ func normalizeAndPack(ctx context.Context, tree, stage string, epoch int64, o Op
 var errPackedChanged = errors.New("packed root changed")
 
 // linkPacked links a packed result's files into stage, after checking each against its record,
-// and returns its kernel release; an error wrapping fs.ErrNotExist when there is none, one
-// wrapping errPackedChanged when a file is not what was recorded.
-func linkPacked(cached, stage string) (string, error) {
+// and returns its kernel release and the files' sizes and digests; an error wrapping
+// fs.ErrNotExist when there is none, one wrapping errPackedChanged when a file is not what was
+// recorded.
+func linkPacked(cached, stage string) (string, map[string]artifact.File, error) {
 	data, err := os.ReadFile(filepath.Join(cached, packedRecordFile))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var rec packedRecord
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return "", fmt.Errorf("%w: %s: %v", errPackedChanged, packedRecordFile, err)
+		return "", nil, fmt.Errorf("%w: %s: %v", errPackedChanged, packedRecordFile, err)
 	}
 	if err := os.MkdirAll(stage, 0o755); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	for _, f := range packedFiles {
 		src := filepath.Join(cached, f)
 		if err := checkFile(src, rec.Files[f]); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if err := os.Link(src, filepath.Join(stage, f)); err != nil {
-			return "", fmt.Errorf("reuse the packed root: %w", err)
+			return "", nil, fmt.Errorf("reuse the packed root: %w", err)
 		}
 	}
-	return rec.Release, nil
+	return rec.Release, rec.Files, nil
 }
 
 // checkFile fails with errPackedChanged unless path has want's size and sha256.

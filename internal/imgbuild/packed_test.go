@@ -79,17 +79,17 @@ func TestPackedReuseChecked(t *testing.T) {
 	if err := keepPacked(stage, "6.1.0-1", files, filepath.Join(dir, "tmp"), cached); err != nil {
 		t.Fatal(err)
 	}
-	release, err := linkPacked(cached, filepath.Join(dir, "again"))
+	release, _, err := linkPacked(cached, filepath.Join(dir, "again"))
 	if err != nil || release != "6.1.0-1" {
 		t.Fatalf("reuse: release %q, %v; want 6.1.0-1", release, err)
 	}
 	if err := os.WriteFile(filepath.Join(stage, "rootfs.squashfs"), []byte("the rootfs.squashfs, changed"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := linkPacked(cached, filepath.Join(dir, "third")); !errors.Is(err, errPackedChanged) {
+	if _, _, err := linkPacked(cached, filepath.Join(dir, "third")); !errors.Is(err, errPackedChanged) {
 		t.Fatalf("reuse after an in-place change: %v, want errPackedChanged", err)
 	}
-	if _, err := linkPacked(filepath.Join(dir, "packed", strings.Repeat("e", 64)), filepath.Join(dir, "fourth")); !errors.Is(err, fs.ErrNotExist) {
+	if _, _, err := linkPacked(filepath.Join(dir, "packed", strings.Repeat("e", 64)), filepath.Join(dir, "fourth")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("reuse of no packed root: %v, want fs.ErrNotExist", err)
 	}
 }

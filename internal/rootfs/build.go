@@ -79,6 +79,19 @@ func (b *Builder) Build(ctx context.Context, steps []Step) ([]Result, error) {
 	return results, nil
 }
 
+// Cached reports whether every layer of steps is in the cache: Build then needs none of their
+// packages, and a caller may leave Step.RPMs empty.
+func (b *Builder) Cached(steps []Step) bool {
+	key := ""
+	for _, st := range steps {
+		key = b.layerKey(key, st)
+		if !exists(b.layerDir(key)) {
+			return false
+		}
+	}
+	return len(steps) > 0
+}
+
 func lastKey(keys []string) string {
 	if len(keys) == 0 {
 		return ""
