@@ -157,6 +157,10 @@ func run(ctx context.Context, o options) (string, error) {
 			return "", fmt.Errorf("run %d: %w", i, err)
 		}
 		runs = append(runs, f)
+		if i < o.runs {
+			// The report so far, on standard error: a long run cut short keeps its finished runs.
+			fmt.Fprint(os.Stderr, report(o, b.site, runs))
+		}
 	}
 	return report(o, b.site, runs), nil
 }
