@@ -22,7 +22,7 @@ import (
 func TestBenchmarksRun(t *testing.T) {
 	requirePrereqs(t, "go", "dnsmasq", "nginx", "ip")
 	testrepo.NeedTools(t, "dnf", "modifyrepo_c", "mksquashfs", "cpio")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	t.Run("image builds", func(t *testing.T) {
 		out := runBench(ctx, t, "../bench/imgbuild", "--tree", "..", "--runs", "1", "--payload-mib", "64", "--fs-gib", "4", "--payload-cache", t.TempDir())
