@@ -21,6 +21,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/artifact"
 	"github.com/labcluster/gpucluster/internal/imgbuild"
 	"github.com/labcluster/gpucluster/internal/sha256hex"
+	"github.com/labcluster/gpucluster/internal/testkit/sandboxtest"
 	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
@@ -352,6 +353,7 @@ func badInput(ctx context.Context, t *testing.T, l *imgLab) {
 			t.Fatalf("lock with a missing package: %v, want an error naming the package and the layer", err)
 		}
 	})
+	t.Run("a layer that tries to escape the build sandbox", func(t *testing.T) { escapeLayer(ctx, t, l) })
 	t.Run("tampered RPM in the repository", func(t *testing.T) {
 		rpms, _ := filepath.Glob(filepath.Join(l.repo, "Packages", "*", "munge-*.rpm"))
 		if len(rpms) == 0 {
@@ -394,6 +396,52 @@ func badInput(ctx context.Context, t *testing.T, l *imgLab) {
 		}
 	})
 	t.Run("killed at random points, then built", func(t *testing.T) { killLoop(ctx, t, l, filepath.Join(l.dir, "imgbuild")) })
+}
+
+// escapeLayer builds a layer on base whose commands try every escape of sandboxtest, each
+// inverted (it fails the build if the escape works), then H1's mount as it is: the build fails on
+// that last command with the sandbox named in the error, and the host shows none of them. A
+// [[files]] path under /proc is refused when the layer loads, naming the file, line and key.
+func escapeLayer(ctx context.Context, t *testing.T, l *imgLab) {
+	escapes := sandboxtest.Escapes(t)
+	var layer strings.Builder
+	layer.WriteString("name = \"escape\"\nrequires = [\"base\"]\n")
+	for _, e := range escapes {
+		fmt.Fprintf(&layer, "\n[[run]]\ndescription = %q\ncommand = '''\nif ( %s ); then echo ESCAPED >&2; exit 1; fi\n'''\n", e.Name, e.Command)
+	}
+	mountTag := fmt.Sprintf("imgbuild-escape-%d", os.Getpid())
+	fmt.Fprintf(&layer, "\n[[run]]\ndescription = \"mount\"\ncommand = \"busybox mkdir -p /mnt && busybox mount -t tmpfs %s /mnt\"\n", mountTag)
+	layerPath := filepath.Join(l.dir, "layers", "escape.toml")
+	if err := os.WriteFile(layerPath, []byte(layer.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := "name = \"escape\"\nrole = \"compute\"\nlayers = [\"base\", \"escape\"]\nreleasever = \"9\"\narch = \"x86_64\"\n"
+	if err := os.WriteFile(l.image("escape"), []byte(img), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.lock(ctx, t, "escape")
+	_, err := imgbuild.Build(ctx, l.image("escape"), l.opts("out", "cache", "1"))
+	want := fmt.Sprintf("layer escape: run[%d]", len(escapes))
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "in the build sandbox") {
+		t.Fatalf("build: %v, want the sandbox refusing %s (the mount)", err, want)
+	}
+	t.Logf("the error an admin sees: %v", err)
+	for _, e := range escapes {
+		e.Held(t)
+	}
+	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), mountTag) {
+		t.Errorf("the layer's tmpfs is mounted on the host")
+	}
+	noVersion(t, filepath.Join(l.dir, "out", "escape", "1"))
+
+	proc := "name = \"escape\"\nrequires = [\"base\"]\n\n[[files]]\npath = \"/proc/sys/kernel/hostname\"\ncontent = \"escaped\\n\"\n"
+	if err := os.WriteFile(layerPath, []byte(proc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = imgbuild.Lock(ctx, l.image("escape"), l.opts("out", "cache", ""))
+	if err == nil || !strings.Contains(err.Error(), "escape.toml:5: files[0].path") || !strings.Contains(err.Error(), "under /proc") {
+		t.Errorf("lock with a file under /proc: %v, want it refused at escape.toml:5: files[0].path", err)
+	}
 }
 
 func noVersion(t *testing.T, dir string) {

@@ -11,6 +11,7 @@ packages=(
   xfsprogs                           # mkfs.xfs, which the real dracut puts into the test initramfs (bootd-disk)
   policycoreutils                    # setfiles: the stand-in image's own, which labels its tree (internal/rootfs)
   dnf rpm createrepo-c systemd       # imgbuild: the real dnf and rpm (rpmbuild, rpmsign), repositories for tests, systemctl --root
+  bubblewrap                         # imgbuild's build sandbox: scriptlets, layer commands and setfiles run in bwrap
   gnupg                              # test signing keys for the stand-in repositories (e2e TestRealRepos)
   slurm-wlm munge chrony openssh-client openssh-server pdsh  # the real daemons the rendered overlays are tested with
   nfs-kernel-server lmod             # NFS exports/mounts (tested inside a VM: this host's kernel has no NFS) and Lmod

@@ -17,6 +17,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/resolve"
 	"github.com/labcluster/gpucluster/internal/rootfs"
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
+	"github.com/labcluster/gpucluster/internal/sandbox"
 	"github.com/labcluster/gpucluster/internal/spec"
 	kickstartfs "github.com/labcluster/gpucluster/kickstart"
 )
@@ -43,6 +44,11 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 	}
 	plan, lock, err := loadLocked(imagePath, o)
 	if err != nil {
+		return nil, err
+	}
+	// Scriptlets and layer commands run in the sandbox: a host where it cannot start fails now,
+	// before the downloads, not at the first scriptlet.
+	if err := sandbox.Check(ctx); err != nil {
 		return nil, err
 	}
 	r := &Report{Image: plan.Image.Name, Version: o.Version}

@@ -2,10 +2,10 @@ package rootfs
 
 import (
 	"bufio"
-	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -23,14 +23,16 @@ type Account struct {
 }
 
 // ensureAccount adds a to the tree's account files, or checks that it is already there with
-// the same id. Writing the files directly keeps the build free of the host's useradd.
-func ensureAccount(tree string, a Account) error {
-	db, line := "passwd", fmt.Sprintf("%s:x:%d:%d:%s:%s:%s", a.Name, a.ID, a.GID, a.Comment, a.Home, a.Shell)
-	shadow := a.Name + ":!!:0::::::"
+// the same id. Writing the files directly keeps the build free of the host's useradd. Every file
+// is opened through root, the tree: a path that leads out of it (an absolute /etc symlink) is
+// refused, and so is an account file that is a symlink itself (accountFile).
+func ensureAccount(root *os.Root, a Account) error {
+	db, line := "etc/passwd", fmt.Sprintf("%s:x:%d:%d:%s:%s:%s", a.Name, a.ID, a.GID, a.Comment, a.Home, a.Shell)
+	shadowDB, shadow := "etc/shadow", a.Name+":!!:0::::::"
 	if a.Group {
-		db, line, shadow = "group", fmt.Sprintf("%s:x:%d:", a.Name, a.ID), a.Name+":!::"
+		db, line, shadowDB, shadow = "etc/group", fmt.Sprintf("%s:x:%d:", a.Name, a.ID), "etc/gshadow", a.Name+":!::"
 	}
-	existing, err := lookupID(filepath.Join(tree, "etc", db), a.Name)
+	existing, err := lookupID(root, db, a.Name)
 	if err != nil {
 		return err
 	}
@@ -38,40 +40,69 @@ func ensureAccount(tree string, a Account) error {
 	case existing == a.ID:
 		return nil
 	case existing >= 0:
-		return fmt.Errorf("%s %s already exists in the image with id %d, want %d", db, a.Name, existing, a.ID)
+		return fmt.Errorf("/%s: %s already exists in the image with id %d, want %d", db, a.Name, existing, a.ID)
 	}
-	if err := appendLine(filepath.Join(tree, "etc", db), line, 0o644); err != nil {
+	if err := appendLine(root, db, line, 0o644); err != nil {
 		return err
 	}
-	return appendLine(filepath.Join(tree, "etc", map[bool]string{false: "shadow", true: "gshadow"}[a.Group]), shadow, 0o000)
+	return appendLine(root, shadowDB, shadow, 0o000)
 }
 
-// lookupID returns the id of name in an /etc/passwd or /etc/group file, or -1.
-func lookupID(path, name string) (int, error) {
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return -1, nil
+// accountFile checks the account file name in root: a regular file or nothing. An earlier layer
+// or a package that made it a symlink (to /etc/profile.d/x.sh, say, or to the host's own file)
+// gets an error rather than a line appended to whatever the link names.
+func accountFile(root *os.Root, name string) (exists bool, err error) {
+	fi, err := root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("/%s: %w (account files are written inside the image only)", name, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, _ := root.Readlink(name)
+		return false, fmt.Errorf("/%s is a symlink (to %s): account files are written in place, inside the image, never through a link", name, target)
+	case !fi.Mode().IsRegular():
+		return false, fmt.Errorf("/%s is not a regular file (%s)", name, fi.Mode().Type())
 	}
+	return true, nil
+}
+
+// lookupID returns the id of name in the tree's /etc/passwd or /etc/group (db), or -1.
+func lookupID(root *os.Root, db, name string) (int, error) {
+	exists, err := accountFile(root, db)
+	if err != nil || !exists {
+		return -1, err
+	}
+	f, err := root.Open(db)
 	if err != nil {
 		return -1, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
+	defer f.Close()
+	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		f := strings.Split(sc.Text(), ":")
-		if len(f) > 2 && f[0] == name {
-			return strconv.Atoi(f[2])
+		fields := strings.Split(sc.Text(), ":")
+		if len(fields) > 2 && fields[0] == name {
+			id, err := strconv.Atoi(fields[2])
+			if err != nil {
+				return -1, fmt.Errorf("/%s: %s has id %q, not a number", db, name, fields[2])
+			}
+			return id, nil
 		}
 	}
 	return -1, sc.Err()
 }
 
-func appendLine(path, line string, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+// appendLine appends line to the account file name in root, creating it with perm when absent.
+func appendLine(root *os.Root, name, line string, perm os.FileMode) error {
+	if _, err := accountFile(root, name); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, perm)
+	if err := root.MkdirAll("etc", 0o755); err != nil {
+		return fmt.Errorf("/etc: %w", err)
+	}
+	f, err := root.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, perm)
 	if err != nil {
-		return err
+		return fmt.Errorf("/%s: %w", name, err)
 	}
 	_, werr := f.WriteString(line + "\n")
 	if cerr := f.Close(); werr == nil {
@@ -80,17 +111,18 @@ func appendLine(path, line string, perm os.FileMode) error {
 	return werr
 }
 
-// resolveOwner turns a user or group name (or number) into an id using the tree's own files.
-func resolveOwner(tree, db, name string) (int, error) {
+// resolveOwner turns a user or group name (or number) into an id using the tree's own account
+// files (db: "etc/passwd" or "etc/group").
+func resolveOwner(root *os.Root, db, name string) (int, error) {
 	if name == "" {
 		return 0, nil
 	}
 	if n, err := strconv.Atoi(name); err == nil {
 		return n, nil
 	}
-	id, err := lookupID(filepath.Join(tree, "etc", db), name)
+	id, err := lookupID(root, db, name)
 	if err == nil && id < 0 {
-		err = fmt.Errorf("no %s %q in the image's /etc/%s", map[string]string{"passwd": "user", "group": "group"}[db], name, db)
+		err = fmt.Errorf("no %s %q in the image's /%s", map[string]string{"etc/passwd": "user", "etc/group": "group"}[db], name, db)
 	}
 	return id, err
 }

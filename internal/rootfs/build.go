@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,13 +10,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/labcluster/gpucluster/internal/child"
 	"github.com/labcluster/gpucluster/internal/logfield"
+	"github.com/labcluster/gpucluster/internal/sandbox"
 	"github.com/labcluster/gpucluster/internal/spec"
 )
 
@@ -101,7 +103,7 @@ func lastKey(keys []string) string {
 
 // keyFormat names the way this builder makes trees. Change it whenever the builder changes what
 // a tree holds, so that trees an older builder left in the cache are not taken for this one's.
-const keyFormat = "rootfs/4"
+const keyFormat = "rootfs/5"
 
 // layerKey is sha256 over the builder's format, the parent's key, the layer definition's digest
 // (which covers its input files), the epoch (rpm's install times, the commands'
@@ -153,7 +155,12 @@ func (b *Builder) buildLayer(ctx context.Context, st Step, below []string, dir s
 }
 
 // applyOver applies the layer through an overlayfs mount of the layers below (keys, bottom
-// first) with stage/diff as the upper directory.
+// first) with stage/diff as the upper directory. The builder mounts it (in its own namespace, at
+// the stage, which no image holds), not the sandbox: the builder itself writes accounts, files
+// and services into the merged tree and links up aliases after the commands, the mount takes
+// options bubblewrap's --overlay cannot give (index=on, redirect_dir=on: overlay.go), and the
+// sandboxed commands get it as their / with their own /proc and /dev over it, in their own mount
+// namespace, so nothing more is mounted where the host sees it.
 func (b *Builder) applyOver(ctx context.Context, st Step, below []string, stage string) error {
 	diff, merged := filepath.Join(stage, "diff"), filepath.Join(stage, "merged")
 	lowers := b.lowerDirs(below)
@@ -168,17 +175,17 @@ func (b *Builder) applyOver(ctx context.Context, st Step, below []string, stage 
 }
 
 // apply adds one layer to tree: accounts first (fixed ids before packages create files), then
-// packages, files, services and commands, with /proc and a minimal /dev mounted for scriptlets.
+// packages, files, services and commands. Package scriptlets (Install) and commands run in the
+// build sandbox (internal/sandbox), which mounts its own /proc and /dev over the tree's, in its
+// own mount namespace: nothing is mounted in the tree as the host sees it.
 func (b *Builder) apply(ctx context.Context, st Step, tree string) error {
 	l := st.Layer
 	if err := ensureAccounts(tree, l); err != nil {
 		return fmt.Errorf("users and groups: %w", err)
 	}
-	unmount, err := mountAPI(tree)
-	if err != nil {
+	if err := apiDirs(tree); err != nil {
 		return err
 	}
-	defer unmount()
 	if len(st.RPMs) > 0 {
 		b.Log.WithFields(logrus.Fields{"layer": l.Name, "packages": len(st.RPMs)}).Info("installing packages")
 		if err := b.Install(ctx, tree, st.RPMs); err != nil {
@@ -195,32 +202,63 @@ func (b *Builder) apply(ctx context.Context, st Step, tree string) error {
 }
 
 func ensureAccounts(tree string, l *spec.Layer) error {
+	root, err := os.OpenRoot(tree)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	for _, g := range l.Groups {
-		if err := ensureAccount(tree, Account{Group: true, Name: g.Name, ID: g.GID}); err != nil {
+		if err := ensureAccount(root, Account{Group: true, Name: g.Name, ID: g.GID}); err != nil {
 			return err
 		}
 	}
 	for _, u := range l.Users {
 		a := Account{Name: u.Name, ID: u.UID, GID: u.GID, Home: u.Home, Shell: u.Shell, Comment: u.Comment}
-		if err := ensureAccount(tree, a); err != nil {
+		if err := ensureAccount(root, a); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// run executes the layer's commands inside the image, in order, with a fixed environment.
-func (b *Builder) run(ctx context.Context, tree string, l *spec.Layer) error {
-	for i, c := range l.Run {
-		cmd := child.Command(ctx, "chroot", tree, "/bin/sh", "-c", c.Command)
-		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C",
-			fmt.Sprintf("SOURCE_DATE_EPOCH=%d", b.Epoch)}
-		b.Log.WithFields(logrus.Fields{"layer": l.Name, "command": c.Description}).Info("running command in the image")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("run[%d] %q: %w\n%s", i, c.Command, err, tail(out, 20))
+// apiDirs makes the mount points of the sandbox's /proc and /dev, as empty directories, where the
+// tree has none yet (the first layer's, before its filesystem package): bubblewrap would make
+// them itself, but here they are made the same way whatever runs first.
+func apiDirs(tree string) error {
+	for _, d := range []string{"proc", "dev"} {
+		if err := os.MkdirAll(filepath.Join(tree, d), 0o755); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// run executes the layer's commands inside the image, in order, with a fixed environment, each in
+// the build sandbox with the tree as its root.
+func (b *Builder) run(ctx context.Context, tree string, l *spec.Layer) error {
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C",
+		fmt.Sprintf("SOURCE_DATE_EPOCH=%d", b.Epoch)}
+	for i, c := range l.Run {
+		cmd, err := sandbox.Image(ctx, tree, sandbox.Options{Network: c.Network, Env: env}, "/bin/sh", "-c", c.Command)
+		if err != nil {
+			return err
+		}
+		b.Log.WithFields(logrus.Fields{"layer": l.Name, "command": c.Description, "network": c.Network}).Info("running command in the image")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("run[%d] %q: %w, in the build sandbox (%s)\n%s", i, c.Command, err, sandboxLimits(c.Network), tail(out, 20))
+		}
+	}
+	return nil
+}
+
+// sandboxLimits reminds whoever reads a failed command's error what the sandbox does not allow,
+// for a command that failed because of it.
+func sandboxLimits(network bool) string {
+	s := "no mounts, no host name change, read-only /proc, no /sys, private /dev"
+	if !network {
+		s += ", no network unless the command sets network = true"
+	}
+	return s + ": docs/IMGBUILD.md, Build sandbox"
 }
 
 func exists(path string) bool {
@@ -229,6 +267,6 @@ func exists(path string) bool {
 }
 
 func tail(b []byte, n int) string {
-	lines := bytesLines(b)
-	return joinLines(lines[max(0, len(lines)-n):])
+	lines := strings.Split(string(bytes.TrimRight(b, "\n")), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

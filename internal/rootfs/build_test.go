@@ -213,7 +213,7 @@ func TestLayerCache(t *testing.T) {
 // keyFormat, or trees an older builder left in the cache would be taken for this one's.
 func TestLayerKeyGolden(t *testing.T) {
 	st := Step{Layer: &spec.Layer{Name: "base", Digest: "d-base"}, RPMDigests: []string{"a", "b"}}
-	const want = "6d0ef1ff5bdf61e3c5f2e41d633c052336d48697644d272cfd6ce04beb3c679d"
+	const want = "1446f281d56112cf555663ca7b724fbcd1735b5555f47e36740b5c053999af2c"
 	if key := (&Builder{Epoch: 1700000000}).layerKey("p-key", st); key != want {
 		t.Errorf("layer key %s, want %s: bump keyFormat if the change is deliberate, then update this", key, want)
 	}
@@ -239,7 +239,7 @@ func TestFileOutsideTreeRefused(t *testing.T) {
 	if err := os.Symlink("/etc", filepath.Join(tree, "etc")); err != nil {
 		t.Fatal(err)
 	}
-	err := writeFile(tree, spec.File{Path: "/etc/evil", Content: "x", Mode: 0o644})
+	err := writeFiles(tree, []spec.File{{Path: "/etc/evil", Content: "x", Mode: 0o644}})
 	if err == nil || !strings.Contains(err.Error(), "leaves the image") {
 		t.Fatalf("err = %v, want a refusal to write through a symlink out of the image", err)
 	}
@@ -253,7 +253,7 @@ func TestFileSourceOutsideLayersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := spec.File{Path: "/etc/conf", Source: "conf", LayersDir: layers, Mode: 0o644}
-	err := writeFile(tree, f)
+	err := writeFiles(tree, []spec.File{f})
 	if err == nil || !strings.Contains(err.Error(), "escapes") {
 		t.Fatalf("err = %v, want a refusal to read through a symlink out of the layers directory", err)
 	}

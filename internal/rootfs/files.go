@@ -2,7 +2,10 @@ package rootfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,69 +15,75 @@ import (
 )
 
 // writeFiles writes a layer's files with their mode and owner. Paths are absolute inside the
-// image; a path that would leave the tree through a symlink is refused.
+// image and are opened through an os.Root on the tree: a path that would leave the tree through
+// a symlink is refused.
 func writeFiles(tree string, files []spec.File) error {
+	root, err := os.OpenRoot(tree)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	for _, f := range files {
-		if err := writeFile(tree, f); err != nil {
+		if err := writeFile(root, f); err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
 	}
 	return nil
 }
 
-func writeFile(tree string, f spec.File) error {
-	dst, err := inTree(tree, f.Path)
+// writeFile streams f into the tree: a large source is never held whole. A package's file is
+// replaced, not written through (it may be a symlink); chmod comes after chown, which clears
+// setuid bits.
+func writeFile(root *os.Root, f spec.File) error {
+	if !filepath.IsAbs(f.Path) || filepath.Clean(f.Path) != f.Path || f.Path == "/" {
+		return fmt.Errorf("not a clean absolute path of a file")
+	}
+	name := strings.TrimPrefix(f.Path, "/")
+	uid, err := resolveOwner(root, "etc/passwd", f.Owner)
 	if err != nil {
 		return err
 	}
-	data, err := f.Data() // a source is read inside the layers directory only
+	gid, err := resolveOwner(root, "etc/group", f.Group)
 	if err != nil {
 		return err
 	}
-	uid, err := resolveOwner(tree, "passwd", f.Owner)
+	in, err := f.Open() // a source is read inside the layers directory only
 	if err != nil {
 		return err
 	}
-	gid, err := resolveOwner(tree, "group", f.Group)
+	defer in.Close()
+	if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return inImage(err)
+	}
+	if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return inImage(err)
+	}
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.Mode.Perm())
 	if err != nil {
-		return err
+		return inImage(err)
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Chown(uid, gid)
 	}
-	_ = os.Remove(dst) // a package's file is replaced, not written through (it may be a symlink)
-	if err := os.WriteFile(dst, data, f.Mode.Perm()); err != nil {
-		return err
+	if err == nil {
+		err = out.Chmod(f.Mode)
 	}
-	if err := os.Chown(dst, uid, gid); err != nil {
-		return err
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	return os.Chmod(dst, f.Mode) // after chown, which clears setuid bits
+	if err != nil {
+		_ = root.Remove(name) // not half a file, nor one with bytes the layer was not loaded with
+	}
+	return err
 }
 
-// inTree maps an absolute image path to the host path under tree, refusing any path whose
-// existing parent directories resolve (through symlinks) outside the tree.
-func inTree(tree, p string) (string, error) {
-	if !filepath.IsAbs(p) {
-		return "", fmt.Errorf("not an absolute path")
+// inImage explains os.Root's refusal of a path that leads out of the tree.
+func inImage(err error) error {
+	if strings.Contains(err.Error(), "escapes") {
+		return fmt.Errorf("%w: the path leaves the image through a symlink (paths are followed only while they stay inside the image)", err)
 	}
-	dst := filepath.Join(tree, filepath.Clean(p))
-	parent := filepath.Dir(dst)
-	for !exists(parent) {
-		parent = filepath.Dir(parent)
-	}
-	real, err := filepath.EvalSymlinks(parent)
-	if err != nil {
-		return "", err
-	}
-	realTree, err := filepath.EvalSymlinks(tree)
-	if err != nil {
-		return "", err
-	}
-	if real != realTree && !strings.HasPrefix(real, realTree+string(filepath.Separator)) {
-		return "", fmt.Errorf("leaves the image through a symlink (%s)", real)
-	}
-	return dst, nil
+	return err
 }
 
 // setServices enables and disables units with the host's systemctl acting on the tree

@@ -92,3 +92,60 @@ func TestLabel(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRelabel: setfiles' report of a label is read back whatever the path holds; anything
+// else is refused rather than guessed at.
+func TestParseRelabel(t *testing.T) {
+	for _, tc := range []struct {
+		line, path, context string
+	}{
+		{"Would relabel /etc/passwd from (null) to system_u:object_r:etc_t:s0", "/etc/passwd", "system_u:object_r:etc_t:s0"},
+		{"Would relabel / from <no context> to system_u:object_r:root_t:s0", "/", "system_u:object_r:root_t:s0"},
+		{"Would relabel /a dir from x to y/f from (null) to system_u:object_r:default_t:s0", "/a dir from x to y/f", "system_u:object_r:default_t:s0"},
+		{"Would relabel /etc/x from a to b to c", "", ""},
+		{"Relabeled /etc/passwd from (null) to system_u:object_r:etc_t:s0", "", ""},
+		{"Would relabel etc/passwd from (null) to x", "", ""},
+		{"Would relabel /etc/../../host from (null) to x", "", ""},
+		{"setfiles: something else", "", ""},
+	} {
+		l, err := parseRelabel(tc.line)
+		if tc.path == "" {
+			if err == nil {
+				t.Errorf("%q read as %+v, want an error", tc.line, l)
+			}
+			continue
+		}
+		if err != nil || l.path != tc.path || l.context != tc.context {
+			t.Errorf("%q read as %+v (%v), want %s %s", tc.line, l, err, tc.path, tc.context)
+		}
+	}
+}
+
+// TestApplyLabelsStaysInTree: a path setfiles printed (a file name may hold a newline and so a
+// line of its own) never labels a file outside the tree, through a symlink or otherwise.
+func TestApplyLabelsStaysInTree(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("security.* attributes need root") // the e2e suite builds labelled images for real
+	}
+	host := t.TempDir()
+	hostFile := filepath.Join(host, "file")
+	if err := os.WriteFile(hostFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tree := t.TempDir()
+	if err := os.Symlink(host, filepath.Join(tree, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostFile, filepath.Join(tree, "file-link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/out/file", "/file-link"} {
+		err := applyLabels(tree, []label{{path: p, context: "system_u:object_r:etc_t:s0"}})
+		if p == "/out/file" && err == nil {
+			t.Errorf("labelling %s through a symlinked directory succeeded", p)
+		}
+		if n, _ := unix.Lgetxattr(hostFile, "security.selinux", make([]byte, 64)); n > 0 {
+			t.Fatalf("labelling %s labelled the host's %s", p, hostFile)
+		}
+	}
+}

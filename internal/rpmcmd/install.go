@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/sirupsen/logrus"
@@ -31,6 +32,10 @@ type InstallOptions struct {
 // installs the set or fails, checks the dependencies against what the root
 // already has (a layer must be complete on top of its parents), refuses to
 // replace an installed package, and runs the scriptlets chrooted into root.
+//
+// rpm runs in the build sandbox (internal/sandbox), and so do the
+// scriptlets it starts: the host's /usr and the package files read-only,
+// root writable with the sandbox's own /proc and /dev in it, no network.
 // The files are ordered by NEVRA from their headers, not by path, so the
 // transaction (and so the database) does not depend on where the caller
 // keeps them; rpm then orders by dependencies with that as the tie-break.
@@ -51,23 +56,54 @@ func InstallFiles(ctx context.Context, root string, rpmFiles []string, opt Insta
 		return err
 	}
 	defer cleanup()
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", root, err)
+	for _, d := range []string{root, filepath.Join(root, "proc"), filepath.Join(root, "dev")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
 	}
 	log := opt.Log
 	if log == nil {
 		log = (&Env{}).log()
 	}
 	env := environ(home, opt.SourceDateEpoch)
-	ordered, err := orderByNEVRA(ctx, rpmFiles)
+	abs, err := absPaths(rpmFiles)
+	if err != nil {
+		return err
+	}
+	ordered, err := orderByNEVRA(ctx, abs)
 	if err != nil {
 		return err
 	}
 	args := append(rootArgs(root), "--force-debian", "--noplugins", "--nosignature", "-i")
-	if _, err := run(ctx, log, "rpm", append(args, ordered...), env); err != nil {
+	readOnly := append(parentDirs(ordered), home)
+	if _, err := runSandboxed(ctx, log, root, readOnly, "rpm", append(args, ordered...), env); err != nil {
 		return fmt.Errorf("install %d packages into %s: %w", len(ordered), root, err)
 	}
 	return dropSQLiteSidecars(filepath.Join(root, DBPath))
+}
+
+// absPaths makes files absolute: the sandbox binds them where they are.
+func absPaths(files []string) ([]string, error) {
+	out := make([]string, len(files))
+	for i, f := range files {
+		a, err := filepath.Abs(f)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+// parentDirs are the directories holding files, each once: what the sandbox shows rpm read-only.
+func parentDirs(files []string) []string {
+	var dirs []string
+	for _, f := range files {
+		if d := filepath.Dir(f); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // dropSQLiteSidecars removes rpmdb.sqlite-wal and -shm when the log is

@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/labcluster/gpucluster/internal/rpmcmd"
+	"github.com/labcluster/gpucluster/internal/sandbox"
+	"github.com/labcluster/gpucluster/internal/testkit/sandboxtest"
 	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
@@ -178,5 +182,40 @@ func TestTail(t *testing.T) {
 		if got := rpmcmd.Tail(tt.in, tt.n); got != tt.want {
 			t.Errorf("Tail(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
 		}
+	}
+}
+
+// TestScriptletsAreSandboxed installs one package per escape whose %post tries it: each attempt
+// fails inside the image (its %post records the outcome there) and the host shows nothing of it.
+func TestScriptletsAreSandboxed(t *testing.T) {
+	testrepo.NeedTools(t, sandbox.Program)
+	escapes := sandboxtest.Escapes(t)
+	pkgs := testrepo.Standins([]string{"bash"}, testrepo.KernelFiles{})
+	for i, e := range escapes {
+		script := fmt.Sprintf("/usr/share/escape/%d.sh", i)
+		p := testrepo.Package{Name: fmt.Sprintf("escape-%d", i), Requires: []string{"bash"}, Files: map[string]string{script: e.Command + "\n"}}
+		p.Scripts.Post = fmt.Sprintf("mkdir -p /var/lib/escape\nif /bin/sh %s; then echo escaped > /var/lib/escape/%d; else echo held > /var/lib/escape/%d; fi", script, i, i)
+		pkgs = append(pkgs, p)
+	}
+	repo := t.TempDir()
+	if err := testrepo.Build(testrepo.Context(t), repo, pkgs); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(repo, "Packages", "*", "*.rpm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := rpmcmd.InstallFiles(testrepo.Context(t), root, files, rpmcmd.InstallOptions{Log: testrepo.QuietLog()}); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range escapes {
+		t.Run(e.Name, func(t *testing.T) {
+			got, err := os.ReadFile(filepath.Join(root, "var/lib/escape", strconv.Itoa(i)))
+			if err != nil || string(got) != "held\n" {
+				t.Errorf("the %%post recorded %q (%v), want held", got, err)
+			}
+			e.Held(t)
+		})
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/labcluster/gpucluster/internal/child"
+	"github.com/labcluster/gpucluster/internal/sandbox"
 )
 
 // tailLines is how much of a failed command's standard error an error
@@ -41,11 +44,33 @@ func environ(home string, sourceDateEpoch int64) []string {
 func run(ctx context.Context, log logrus.FieldLogger, name string, args, env []string) ([]byte, error) {
 	cmd := child.Command(ctx, name, args...) // dnf and rpm die with imgbuild
 	cmd.Env = env
+	return output(ctx, log, cmd.Run, cmd, name, args)
+}
+
+// runSandboxed is run for a command that changes root and runs package
+// scriptlets: in the build sandbox, with readOnly the host paths it reads.
+func runSandboxed(ctx context.Context, log logrus.FieldLogger, root string, readOnly []string, name string, args, env []string) ([]byte, error) {
+	prog, err := exec.LookPath(name)
+	if err != nil {
+		return nil, err
+	}
+	if prog, err = filepath.Abs(prog); err != nil {
+		return nil, err
+	}
+	cmd, err := sandbox.Tool(ctx, root, sandbox.Options{ReadOnly: readOnly, Env: env}, append([]string{prog}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	return output(ctx, log, cmd.Run, cmd.Cmd, name, args)
+}
+
+// output runs cmd through run (its own Run, or the sandbox's) and returns its standard output.
+func output(ctx context.Context, log logrus.FieldLogger, run func() error, cmd *exec.Cmd, name string, args []string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	log.WithField("cmd", name+" "+strings.Join(args, " ")).Debug("run")
-	err := cmd.Run()
+	err := run()
 	if s := strings.TrimSpace(stderr.String()); s != "" {
 		log.WithField("cmd", name).Debug(s)
 	}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"path/filepath"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Checks for single values. Each says what is wrong, or returns "", so
@@ -111,30 +113,108 @@ func checkAccount(s string) string {
 	return ""
 }
 
-// checkAbs wants a clean absolute path inside the image.
+// checkAbs wants a clean absolute path inside the image, of printable characters: a control
+// character would pass here and fail at build time, far from the file that holds it.
 func checkAbs(s string) string {
+	if msg := checkPrintable(s); msg != "" {
+		return msg
+	}
 	if !strings.HasPrefix(s, "/") || path.Clean(s) != s {
 		return fmt.Sprintf("%q is not a clean absolute path", s)
 	}
 	return ""
 }
 
-// checkPasswdField refuses what would split an /etc/passwd line, into which a user's comment,
-// home and shell are written as they are: ':' separates its fields, a newline its lines (another
-// line could add a uid-0 account), and no other control character belongs there either.
-func checkPasswdField(s string) string {
-	if strings.IndexFunc(s, func(c rune) bool { return c == ':' || unicode.IsControl(c) }) >= 0 {
-		return fmt.Sprintf("%q has a ':' or a control character, which /etc/passwd cannot hold", s)
+// checkPrintable refuses invalid UTF-8 and control characters (newline, tab, escape, DEL, ...).
+func checkPrintable(s string) string {
+	if !utf8.ValidString(s) {
+		return fmt.Sprintf("%q is not valid UTF-8", s)
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		return fmt.Sprintf("%q holds a control character (%U)", s, []rune(s[i:])[0])
 	}
 	return ""
 }
 
-// checkPasswdPath wants a home or shell: a clean absolute path that /etc/passwd can hold.
-func checkPasswdPath(s string) string {
-	if msg := checkPasswdField(s); msg != "" {
+// notInImage are the directories whose content never reaches a node: what is mounted over them at
+// boot (and, for /proc, /sys and /dev, by the build sandbox while a layer builds), or emptied by
+// the build. A file written there is lost; written by a build without the sandbox's separation
+// it would have landed on the build host (/proc/sys/kernel/hostname renamed the builder).
+var notInImage = []struct{ dir, why string }{
+	{"/proc", "the kernel's /proc is mounted there at boot; for a sysctl write a file under /etc/sysctl.d/"},
+	{"/sys", "the kernel's sysfs is mounted there at boot; for a device setting write a udev rule under /etc/udev/rules.d/"},
+	{"/dev", "devtmpfs is mounted there at boot; for a device node or link write a udev rule under /etc/udev/rules.d/"},
+	{"/run", "systemd mounts a tmpfs there at boot; write a tmpfiles.d entry under /etc/tmpfiles.d/ instead"},
+	{"/var/run", "it is /run, where systemd mounts a tmpfs at boot; write a tmpfiles.d entry under /etc/tmpfiles.d/ instead"},
+	{"/var/lock", "it is /run/lock, where systemd mounts a tmpfs at boot; write a tmpfiles.d entry under /etc/tmpfiles.d/ instead"},
+	{"/tmp", "the build empties /tmp"},
+	{"/var/tmp", "the build empties /var/tmp"},
+}
+
+// checkImagePath wants a path a layer file can have: clean, absolute, printable, and not under a
+// directory whose content never reaches a node (notInImage).
+func checkImagePath(s string) string {
+	if msg := checkAbs(s); msg != "" {
 		return msg
 	}
-	return checkAbs(s)
+	if s == "/" {
+		return `"/" is the image's root directory, not a file`
+	}
+	for _, d := range notInImage {
+		if s == d.dir || strings.HasPrefix(s, d.dir+"/") {
+			return fmt.Sprintf("%q is under %s, which no node sees: %s", s, d.dir, d.why)
+		}
+	}
+	return ""
+}
+
+// checkSourcePath wants a layer file's source: a relative path inside the layers directory, of
+// printable characters.
+func checkSourcePath(s string) string {
+	if msg := checkPrintable(s); msg != "" {
+		return msg
+	}
+	if !filepath.IsLocal(s) {
+		return fmt.Sprintf("%q is not a relative path inside the layers directory", s)
+	}
+	return ""
+}
+
+// checkPasswdPath wants a home or shell: a clean absolute path of letters, digits and . _ + - /
+// only. It is written into /etc/passwd as it is, and /etc/passwd is read by more than the C
+// library (shell scripts source lines of it, awk splits it): nothing there may separate fields
+// or commands.
+func checkPasswdPath(s string) string {
+	if msg := checkAbs(s); msg != "" {
+		return msg
+	}
+	if i := strings.IndexFunc(s, func(c rune) bool { return c >= 0x80 || !isWord(string(c), "._+-/") }); i >= 0 {
+		return fmt.Sprintf("%q has %q, which a home or shell in /etc/passwd may not have (want letters, digits, . _ + - and /)", s, []rune(s[i:])[0])
+	}
+	return ""
+}
+
+// maxComment is the longest comment (GECOS) field taken.
+const maxComment = 256
+
+// checkComment wants a user's comment (the GECOS field): letters (any script), digits, blanks
+// and . , _ + - @ / ' only (the apostrophe for names such as O'Brien, and Rocky's own munge
+// account, "Runs Uid 'N' Gid Emporium"). ':' would split the /etc/passwd line and a newline add
+// another, and ; # $ ` | & < > ( ) " and backslashes would mean something to a shell that reads
+// the line: none of them belongs in a name.
+func checkComment(s string) string {
+	if msg := checkPrintable(s); msg != "" {
+		return msg
+	}
+	if len(s) > maxComment {
+		return fmt.Sprintf("comment of %d bytes (at most %d)", len(s), maxComment)
+	}
+	if i := strings.IndexFunc(s, func(c rune) bool {
+		return !unicode.IsLetter(c) && !unicode.IsDigit(c) && c != ' ' && !strings.ContainsRune(".,_+-@/'", c)
+	}); i >= 0 {
+		return fmt.Sprintf("%q has %q, which a comment in /etc/passwd may not have (want letters, digits, blanks and . , _ + - @ / ')", s, []rune(s[i:])[0])
+	}
+	return ""
 }
 
 // checkID wants a fixed uid or gid: not root's, and within 16 bits.

@@ -1,13 +1,17 @@
 package spec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/labcluster/gpucluster/internal/sha256hex"
@@ -23,7 +27,7 @@ func readFiles(t table) []File {
 		ft.required("path")
 		f := File{Path: ft.str("path"), Source: ft.str("source"), Content: ft.str("content"),
 			Mode: readMode(ft), Owner: ft.str("owner"), Group: ft.str("group")}
-		check(ft, "path", checkAbs(f.Path))
+		check(ft, "path", checkImagePath(f.Path))
 		checkSource(ft)
 		f.Owner = account(ft, "owner", f.Owner)
 		f.Group = account(ft, "group", f.Group)
@@ -42,8 +46,8 @@ func checkSource(t table) {
 		t.r.fail(t.key("content"), "set either source or content, not both")
 	case !hasSource && !hasContent:
 		t.r.fail(t.path, "set one of source or content")
-	case hasSource && !filepath.IsLocal(t.str("source")):
-		t.r.fail(t.key("source"), "%q is not a relative path inside the layers directory", t.str("source"))
+	case hasSource:
+		check(t, "source", checkSourcePath(t.str("source")))
 	}
 }
 
@@ -155,24 +159,48 @@ func openSource(layersDir, source string) (*os.File, error) {
 	return in, nil
 }
 
-// Data is what the file holds: Content, or Source's bytes read through openSource. Source is read
-// again here, at build time, so Data checks it against SourceSHA256, taken at load: bytes edited
-// since would go into an image, and a cached layer, keyed by the old ones.
-func (f File) Data() ([]byte, error) {
+// Open returns a reader of what the file holds: Content, or Source opened through openSource
+// and checked, as it is read, against SourceSHA256 taken at load: bytes edited since would go
+// into an image, and a cached layer, keyed by the old ones, so the read that reaches the end of
+// different bytes fails instead. The bytes are never held whole: a large file streams.
+func (f File) Open() (io.ReadCloser, error) {
 	if f.Source == "" {
-		return []byte(f.Content), nil
+		return io.NopCloser(strings.NewReader(f.Content)), nil
 	}
 	in, err := openSource(f.LayersDir, f.Source)
 	if err != nil {
 		return nil, err
 	}
-	defer in.Close()
-	data, err := io.ReadAll(in)
+	return &checkedReader{f: in, h: sha256.New(), want: f.SourceSHA256, name: filepath.Join(f.LayersDir, f.Source)}, nil
+}
+
+// checkedReader hashes what it reads and fails at the end when the hash is not the one wanted.
+type checkedReader struct {
+	f    *os.File
+	h    hash.Hash
+	want string
+	name string
+}
+
+func (r *checkedReader) Read(p []byte) (int, error) {
+	n, err := r.f.Read(p)
+	r.h.Write(p[:n])
+	if err == io.EOF {
+		if sum := hex.EncodeToString(r.h.Sum(nil)); sum != r.want {
+			return n, fmt.Errorf("%s changed while the build ran (sha256 %s when its layer was loaded, %s now): build again", r.name, r.want, sum)
+		}
+	}
+	return n, err
+}
+
+func (r *checkedReader) Close() error { return r.f.Close() }
+
+// Data is what the file holds, read whole through Open: for small files and tests.
+func (f File) Data() ([]byte, error) {
+	in, err := f.Open()
 	if err != nil {
 		return nil, err
 	}
-	if sum := sha256hex.OfBytes(data); sum != f.SourceSHA256 {
-		return nil, fmt.Errorf("%s changed while the build ran (sha256 %s when its layer was loaded, %s now): build again", filepath.Join(f.LayersDir, f.Source), f.SourceSHA256, sum)
-	}
-	return data, nil
+	defer in.Close()
+	return io.ReadAll(in)
 }

@@ -58,7 +58,7 @@ func checkLayer(t *testing.T, l *Layer) {
 		files = append(files, p.Files...)
 	}
 	for _, f := range files {
-		if checkAbs(f.Path) != "" || f.Mode&^(0o777|os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
+		if checkImagePath(f.Path) != "" || f.Mode&^(0o777|os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
 			t.Errorf("file %+v", f)
 		}
 		if f.Source != "" && !filepath.IsAbs(f.LayersDir) {
@@ -66,7 +66,8 @@ func checkLayer(t *testing.T, l *Layer) {
 		}
 	}
 	for _, u := range l.Users {
-		if checkID(u.UID) != "" || checkID(u.GID) != "" || checkPasswdField(u.Home+u.Shell+u.Comment) != "" {
+		if checkID(u.UID) != "" || checkID(u.GID) != "" || checkComment(u.Comment) != "" ||
+			u.Home != "" && checkPasswdPath(u.Home) != "" || u.Shell != "" && checkPasswdPath(u.Shell) != "" {
 			t.Errorf("user %+v", u)
 		}
 	}

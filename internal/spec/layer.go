@@ -80,9 +80,12 @@ type Services struct {
 	Enable, Disable []string
 }
 
-// Command is a shell command run inside the image.
+// Command is a shell command run inside the image, in the build sandbox.
 type Command struct {
 	Command, Description string
+	// Network gives the command the build host's network; without it the command has none. The
+	// digest leaves it out when false, so layers that never set it keep their digests.
+	Network bool `json:",omitempty"`
 }
 
 // RoleParts is what a layer adds only to images of one role.
@@ -225,7 +228,7 @@ func readUsers(t table) []User {
 		if u.Shell != "" {
 			check(ut, "shell", checkPasswdPath(u.Shell))
 		}
-		check(ut, "comment", checkPasswdField(u.Comment))
+		check(ut, "comment", checkComment(u.Comment))
 		users = append(users, u)
 	}
 	return users
@@ -247,9 +250,9 @@ func readServices(t table) Services {
 func readRun(t table) []Command {
 	var run []Command
 	for _, ct := range t.list("run") {
-		ct.only("command", "description")
+		ct.only("command", "description", "network")
 		ct.required("command")
-		c := Command{Command: ct.str("command"), Description: ct.str("description")}
+		c := Command{Command: ct.str("command"), Description: ct.str("description"), Network: ct.boolean("network", false)}
 		if strings.TrimSpace(c.Command) == "" {
 			ct.r.fail(ct.key("command"), "empty command")
 		}

@@ -19,7 +19,7 @@ func pkgs(names ...string) []string {
 // "Build side" and "Server side".
 var (
 	builder = pkgs("internal/spec", "internal/resolve", "internal/rpmcmd", "internal/rootfs", "internal/pack",
-		"internal/child", "internal/imgbuild")
+		"internal/child", "internal/sandbox", "internal/imgbuild")
 	server = pkgs("internal/bootd", "internal/dhcpd", "internal/tftpd", "internal/httpd", "internal/inventory",
 		"internal/secrets", "internal/ctl", "internal/config", "internal/overlay", "overlays",
 		"internal/power", "internal/hostlist", "internal/check", "internal/masterssh", "internal/metrics", "internal/labview",
