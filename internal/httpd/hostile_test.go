@@ -26,7 +26,7 @@ type anyNodes struct{}
 
 func (anyNodes) Overlay(netip.AddrPort) (string, []OverlayFile, error)       { return "", nil, ErrForbidden }
 func (anyNodes) ReportHardware(netip.AddrPort, []byte) (string, bool, error) { return "c4", false, nil }
-func (anyNodes) Kickstart(netip.Addr) (string, []byte, error)                { return "", nil, ErrForbidden }
+func (anyNodes) Kickstart(netip.Addr) (string, io.ReadCloser, error)         { return "", nil, ErrForbidden }
 func (anyNodes) Power(context.Context, netip.AddrPort, []byte) (string, []byte, error) {
 	return "", nil, ErrForbidden
 }

@@ -32,8 +32,9 @@ type Nodes interface {
 	// differs from what bootd held, so the node's files (gres) are rendered differently now.
 	ReportHardware(from netip.AddrPort, report []byte) (node string, changed bool, err error)
 	// Kickstart returns the disk-install kickstart of the node at address from (it holds no
-	// secret: the installed node fetches its overlay at first boot, like a netbooted one).
-	Kickstart(from netip.Addr) (node string, ks []byte, err error)
+	// secret: the installed node fetches its overlay at first boot, like a netbooted one), to
+	// stream and close: a layer's large file is in it.
+	Kickstart(from netip.Addr) (node string, ks io.ReadCloser, err error)
 	// Power carries out the request (JSON: an action and a host list) of the node asking for
 	// other nodes' power: the master's, for Slurm's power saving. The reply is one line per node.
 	Power(ctx context.Context, from netip.AddrPort, request []byte) (node string, reply []byte, err error)
@@ -128,9 +129,13 @@ func (s *Server) kickstart(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, err, "kickstart")
 		return
 	}
+	defer ks.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(ks)
+	if _, err := io.Copy(w, ks); err != nil {
+		s.log.WithError(err).WithFields(logrus.Fields{"node": node, "remote": r.RemoteAddr}).Warn("kickstart not sent whole")
+		return
+	}
 	s.log.WithFields(logrus.Fields{"node": node, "remote": r.RemoteAddr}).Info("sent kickstart")
 }
 

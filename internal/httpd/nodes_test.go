@@ -41,11 +41,11 @@ func (f *fakeNodes) ReportHardware(from netip.AddrPort, report []byte) (string, 
 	return "c1", changed, nil
 }
 
-func (f *fakeNodes) Kickstart(from netip.Addr) (string, []byte, error) {
+func (f *fakeNodes) Kickstart(from netip.Addr) (string, io.ReadCloser, error) {
 	if !f.allow {
 		return "", nil, ErrForbidden
 	}
-	return "c1", []byte("network --hostname=c1\n"), nil
+	return "c1", io.NopCloser(strings.NewReader("network --hostname=c1\n")), nil
 }
 
 func (f *fakeNodes) Power(_ context.Context, from netip.AddrPort, request []byte) (string, []byte, error) {

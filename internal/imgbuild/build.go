@@ -211,26 +211,29 @@ func manifestInto(stage, release string, plan *spec.Plan, lock *resolve.LockFile
 }
 
 // writeExtras ships the lock (for imgbuild diff) and the image's kickstart (for a disk install
-// of the same layers, completed per node by bootd) with the version.
+// of the same layers, completed per node by bootd) with the version. The kickstart streams into
+// its file: the layers' files are in it, base64, and are never held whole.
 func writeExtras(stage string, plan *spec.Plan, lock *resolve.LockFile) error {
 	lockBytes, err := lock.Bytes()
 	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(stage, "lock.json"), lockBytes, 0o644); err != nil {
 		return err
 	}
 	img, err := KickstartImage(plan, lock)
 	if err != nil {
 		return err
 	}
-	ks, err := kickstart.Render(img, kickstartfs.FS)
+	f, err := os.OpenFile(filepath.Join(stage, "install.ks"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	for name, data := range map[string][]byte{"lock.json": lockBytes, "install.ks": ks} {
-		if err := os.WriteFile(filepath.Join(stage, name), data, 0o644); err != nil {
-			return err
-		}
+	err = kickstart.Write(f, img, kickstartfs.FS)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return nil
+	return err
 }
 
 // lockCache takes o.CacheDir for this build alone (a second imgbuild on the same cache would

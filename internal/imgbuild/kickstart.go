@@ -37,7 +37,7 @@ func kickstartLayer(l *spec.Layer, locked resolve.LockLayer) kickstart.Layer {
 		kl.Users = append(kl.Users, kickstart.User{Name: u.Name, UID: u.UID, GID: u.GID, Home: u.Home, Shell: u.Shell, Comment: u.Comment})
 	}
 	for _, f := range l.Files {
-		kl.Files = append(kl.Files, kickstart.File{Path: f.Path, Owner: f.Owner, Group: f.Group, Mode: f.Mode, Data: f.Data})
+		kl.Files = append(kl.Files, kickstart.File{Path: f.Path, Owner: f.Owner, Group: f.Group, Mode: f.Mode, Open: f.Open})
 	}
 	for _, c := range l.Run {
 		kl.Run = append(kl.Run, kickstart.Command{Command: c.Command, Description: c.Description})

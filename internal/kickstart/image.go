@@ -1,9 +1,13 @@
 package kickstart
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -60,17 +64,20 @@ type User struct {
 	Home, Shell, Comment string
 }
 
-// File is a file a layer writes; Data returns its bytes.
+// File is a file a layer writes; Open returns a reader of its bytes, which Write streams into the
+// kickstart (base64, a line at a time) without holding them whole.
 type File struct {
 	Path, Owner, Group string
 	Mode               fs.FileMode
-	Data               func() ([]byte, error)
+	Open               func() (io.ReadCloser, error)
 }
 
 // Command is a shell command a layer runs in the image.
 type Command struct{ Command, Description string }
 
 type imageView struct {
+	files                   []File // in the order of their markers
+	marker                  string // this rendering's dataMarker prefix
 	Image, Role, LockDigest string
 	Epoch                   int64
 	KernelArgs              string
@@ -101,7 +108,7 @@ type layerView struct {
 
 type fileView struct {
 	Path, Mode, Owner, Group string
-	Base64                   []string // lines
+	Data                     string // a marker where Write streams the content, base64 lines (dataMarker)
 }
 
 type runView struct {
@@ -109,18 +116,117 @@ type runView struct {
 	Description, Command, Delim string
 }
 
-// Render renders img's kickstart body, every package pinned as locked, from
-// the templates (the kickstart/ directory's FS).
-func Render(img Image, templates fs.FS) ([]byte, error) {
+// Write writes img's kickstart body, every package pinned as locked, from the templates (the
+// kickstart/ directory's FS) to w. Everything but the files' contents is rendered and checked
+// first; the contents then stream from their sources, so a large file costs a few buffers, not
+// its size. A source that fails to read fails Write with part of the body written.
+func Write(w io.Writer, img Image, templates fs.FS) error {
 	v, err := newImageView(img)
 	if err != nil {
-		return nil, fmt.Errorf("kickstart for image %s: %w", img.Name, err)
+		return fmt.Errorf("kickstart for image %s: %w", img.Name, err)
 	}
-	return render(templates, "image.ks.tmpl", v)
+	text, err := render(templates, "image.ks.tmpl", v)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for i, f := range v.files {
+		m := []byte(dataMarker(v.marker, i))
+		at := bytes.Index(text, m)
+		if at < 0 {
+			return fmt.Errorf("kickstart template image.ks.tmpl: the content of %s has no place", f.Path)
+		}
+		if _, err := bw.Write(text[:at]); err != nil {
+			return err
+		}
+		if err := writeBase64(bw, f); err != nil {
+			return fmt.Errorf("kickstart for image %s: %s: read source: %w", img.Name, f.Path, err)
+		}
+		text = text[at+len(m):]
+	}
+	if _, err := bw.Write(text); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// Render is Write into memory: for small images and tests.
+func Render(img Image, templates fs.FS) ([]byte, error) {
+	var b bytes.Buffer
+	err := Write(&b, img, templates)
+	return b.Bytes(), err
+}
+
+// dataMarker marks where file i's content goes in the rendered text. prefix holds random bytes
+// and a NUL, which nothing a layer defines can carry (file paths and commands refuse control
+// characters), so no text of the image passes for a marker.
+func dataMarker(prefix string, i int) string { return fmt.Sprintf("%s%d\x00", prefix, i) }
+
+func newMarker() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "\x00kickstart-data-" + hex.EncodeToString(b) + "-", nil
+}
+
+// writeBase64 streams f's content as base64 in lines of 76 characters, each ending in a newline.
+func writeBase64(w io.Writer, f File) error {
+	in, err := f.Open()
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	lw := &lineWriter{w: w, width: 76}
+	enc := base64.NewEncoder(base64.StdEncoding, lw)
+	if _, err := io.Copy(enc, in); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	return lw.end()
+}
+
+// lineWriter breaks what it writes into lines of width bytes.
+type lineWriter struct {
+	w          io.Writer
+	width, col int
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), l.width-l.col)
+		if _, err := l.w.Write(p[:k]); err != nil {
+			return n, err
+		}
+		n, p, l.col = n+k, p[k:], l.col+k
+		if l.col == l.width {
+			if _, err := l.w.Write([]byte{'\n'}); err != nil {
+				return n, err
+			}
+			l.col = 0
+		}
+	}
+	return n, nil
+}
+
+// end closes the last line, if it has anything.
+func (l *lineWriter) end() error {
+	if l.col == 0 {
+		return nil
+	}
+	_, err := l.w.Write([]byte{'\n'})
+	return err
 }
 
 func newImageView(img Image) (*imageView, error) {
-	v := &imageView{Image: img.Name, Role: img.Role, LockDigest: img.LockDigest, Epoch: img.SourceDateEpoch}
+	marker, err := newMarker()
+	if err != nil {
+		return nil, err
+	}
+	v := &imageView{marker: marker, Image: img.Name, Role: img.Role, LockDigest: img.LockDigest, Epoch: img.SourceDateEpoch}
 	args, err := kernelArgs(img)
 	if err != nil {
 		return nil, err
@@ -192,7 +298,7 @@ func (v *imageView) addRepos(repos []Repo) error {
 // addLayer adds what the %packages and the %post need of one layer, and its
 // accounts, units and module streams to the image's commands.
 func (v *imageView) addLayer(l Layer) error {
-	lv, err := layer(l)
+	lv, err := v.layer(l)
 	if err != nil {
 		return err
 	}
@@ -231,7 +337,7 @@ func (v *imageView) addAccounts(l Layer) error {
 }
 
 // layer is what the %packages and the %post need of one layer.
-func layer(l Layer) (layerView, error) {
+func (v *imageView) layer(l Layer) (layerView, error) {
 	lv := layerView{Name: l.Name, Enable: l.Enable, Disable: l.Disable}
 	for _, p := range l.Packages {
 		nvra := fmt.Sprintf("%s-%s-%s.%s", p.Name, p.Version, p.Release, p.Arch)
@@ -251,6 +357,8 @@ func layer(l Layer) (layerView, error) {
 		if err != nil {
 			return lv, fmt.Errorf("files[%d] (%s): %w", i, f.Path, err)
 		}
+		fv.Data = dataMarker(v.marker, len(v.files))
+		v.files = append(v.files, f)
 		lv.Files = append(lv.Files, fv)
 	}
 	for i, c := range l.Run {
@@ -269,12 +377,10 @@ func file(f File) (fileView, error) {
 			return fileView{}, err
 		}
 	}
-	data, err := f.Data()
-	if err != nil {
-		return fileView{}, fmt.Errorf("read source: %w", err)
+	if f.Open == nil {
+		return fileView{}, fmt.Errorf("no content")
 	}
-	return fileView{Path: f.Path, Mode: unixMode(f.Mode), Owner: f.Owner, Group: f.Group,
-		Base64: wrap(base64.StdEncoding.EncodeToString(data), 76)}, nil
+	return fileView{Path: f.Path, Mode: unixMode(f.Mode), Owner: f.Owner, Group: f.Group}, nil
 }
 
 // unixMode is chmod's octal form of m, special bits included.
@@ -286,18 +392,6 @@ func unixMode(m fs.FileMode) string {
 		}
 	}
 	return fmt.Sprintf("%04o", n)
-}
-
-func wrap(s string, n int) []string {
-	var lines []string
-	for len(s) > n {
-		lines = append(lines, s[:n])
-		s = s[n:]
-	}
-	if s != "" {
-		lines = append(lines, s)
-	}
-	return lines
 }
 
 // run keeps a command readable in a quoted here-document. Kickstart reads a

@@ -1,8 +1,10 @@
 package kickstart
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/netip"
@@ -33,19 +35,55 @@ type nodeView struct {
 // installed system at bootd. The %post comes last so that it runs after the
 // image's, which writes the bootd units it enables.
 func Node(body []byte, n NodeInfo, templates fs.FS) ([]byte, error) {
+	r, err := NodeReader(bytes.NewReader(body), n, templates)
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
+}
+
+// maxHeader bounds each of the two comment lines NodeReader reads of a body.
+const maxHeader = 4 << 10
+
+// NodeReader is Node for a body read from r, as bootd reads an image's install.ks: it reads the
+// body's first two lines (Write's header: the image, then its role, which must be n's) and
+// returns a reader of the whole kickstart in which the rest of the body streams from r, never
+// held whole (a layer file of a gigabyte is in it, base64).
+func NodeReader(r io.Reader, n NodeInfo, templates fs.FS) (io.Reader, error) {
 	if err := checkNode(n); err != nil {
 		return nil, fmt.Errorf("kickstart for node %s: %w", n.Name, err)
 	}
-	if !bytes.Contains(body, []byte("\n# role: "+n.Role+"\n")) {
+	body := bufio.NewReaderSize(r, maxHeader)
+	var header []byte
+	for range 2 {
+		line, err := body.ReadSlice('\n')
+		if err != nil {
+			return nil, fmt.Errorf("kickstart for node %s: the body is not a kickstart of a %s image: %w", n.Name, n.Role, err)
+		}
+		header = append(header, line...)
+	}
+	if !bytes.HasSuffix(header, []byte("\n# role: "+n.Role+"\n")) {
 		return nil, fmt.Errorf("kickstart for node %s: the body is not a kickstart of a %s image", n.Name, n.Role)
 	}
 	mac, _ := net.ParseMAC(n.MAC) // checkNode parsed it
-	v := nodeView{NodeInfo: n, Body: string(body), KernelArgs: bootArgs(n, mac)}
+	marker, err := newMarker()
+	if err != nil {
+		return nil, err
+	}
+	v := nodeView{NodeInfo: n, Body: marker, KernelArgs: bootArgs(n, mac)}
 	v.MAC = mac.String()
 	for _, a := range n.DNS {
 		v.DNS = append(v.DNS, a.String())
 	}
-	return render(templates, "node.ks.tmpl", v)
+	text, err := render(templates, "node.ks.tmpl", v)
+	if err != nil {
+		return nil, err
+	}
+	head, tail, ok := bytes.Cut(text, []byte(marker))
+	if !ok {
+		return nil, fmt.Errorf("kickstart template node.ks.tmpl: no place for the image's body")
+	}
+	return io.MultiReader(bytes.NewReader(head), bytes.NewReader(header), body, bytes.NewReader(tail)), nil
 }
 
 // bootArgs are the arguments bootd's netboot gives a node (internal/httpd):

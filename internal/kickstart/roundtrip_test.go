@@ -2,6 +2,7 @@ package kickstart
 
 import (
 	"bytes"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -21,8 +22,10 @@ func TestPostRoundTrip(t *testing.T) {
 	tmp := t.TempDir()
 	tricky := "EOF\nKS_BASE64\n%end\n%post\n'\"$HOME `id` $(id) \\ \\n\x00\xff\r\nno final newline"
 	files := []File{
-		{Path: `/etc/odd dir/it's "$x".conf`, Mode: 0o750 | fs.ModeSetgid, Owner: "root", Group: "root", Data: bytesOf(tricky)},
-		{Path: "/etc/empty", Mode: 0o600, Owner: "root", Group: "root", Data: bytesOf("")},
+		{Path: `/etc/odd dir/it's "$x".conf`, Mode: 0o750 | fs.ModeSetgid, Owner: "root", Group: "root", Open: bytesOf(tricky)},
+		{Path: "/etc/empty", Mode: 0o600, Owner: "root", Group: "root", Open: bytesOf("")},
+		{Path: "/etc/76", Mode: 0o644, Owner: "root", Group: "root", Open: bytesOf(strings.Repeat("x", 57))}, // one full line
+		{Path: "/etc/big", Mode: 0o644, Owner: "root", Group: "root", Open: bytesOf(strings.Repeat("0123456789", 10000))},
 	}
 	img := Image{Name: "t", Role: "compute", SourceDateEpoch: 1767225600,
 		Repos: []Repo{{ID: "baseos", BaseURL: "file:///srv/mirror/baseos/"}},
@@ -41,8 +44,11 @@ func TestPostRoundTrip(t *testing.T) {
 	if err := checkStructure(string(body)); err != nil {
 		t.Fatal(err)
 	}
-	post := section(t, string(body), "%post")
-	cmd := exec.Command("/bin/sh", "-c", post)
+	post := filepath.Join(tmp, "post.sh")
+	if err := os.WriteFile(post, []byte(section(t, string(body), "%post")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", post)
 	cmd.Env = append(os.Environ(), "KS_ROOT="+tmp+"/root")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%%post: %v\n%s", err, out)
@@ -53,7 +59,7 @@ func TestPostRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want, _ := f.Data(); !bytes.Equal(got, want) {
+		if want := readAll(t, f); !bytes.Equal(got, want) {
 			t.Errorf("%s: got %q, want %q", f.Path, got, want)
 		}
 		if fi, err := os.Stat(path); err != nil || fi.Mode() != f.Mode {
@@ -81,6 +87,20 @@ func section(t *testing.T, ks, header string) string {
 	return body + "\n"
 }
 
-func bytesOf(s string) func() ([]byte, error) {
-	return func() ([]byte, error) { return []byte(s), nil }
+func bytesOf(s string) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(s)), nil }
+}
+
+func readAll(t *testing.T, f File) []byte {
+	t.Helper()
+	r, err := f.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
