@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/testkit/vlab"
@@ -56,6 +60,9 @@ func TestBootd(t *testing.T) {
 	})
 	t.Run("uefi/secure boot: listed with what to do", func(t *testing.T) {
 		s.secureBoot(ctx, t)
+	})
+	t.Run("bios/a forged RELEASE does not strand a waiting machine", func(t *testing.T) {
+		s.forgedRelease(ctx, t)
 	})
 	t.Run("appliance/strict reverse-path filtering seen", func(t *testing.T) {
 		// The lab's bridge has rp_filter 1 (vlab.New): bootd reads its namespace's /proc/sys.
@@ -270,4 +277,73 @@ func (s *scenario) checkInventory(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("bootd nodes:\n%s", out)
+}
+
+// forgedRelease: a host on the segment ends a waiting machine's discovery lease with a DHCPRELEASE
+// carrying its MAC and address (both listed by /api/v1/nodes). bootd refuses the machine's next
+// poll, which no longer comes from an address leased to it; the discovery script then asks DHCP
+// again and polls from its new lease, so the machine still boots when it is assigned. (It used
+// to be refused at every poll, even after bootd assign, until it was power-cycled.)
+func (s *scenario) forgedRelease(ctx context.Context, t *testing.T) {
+	ctx, cancel := context.WithTimeout(ctx, 2*bootLimit)
+	defer cancel()
+	spec := pc("bios-released", "52:54:00:e2:e0:03", vlab.BIOS)
+	mac := spec.MAC.String()
+	vm := s.startVM(ctx, t, spec)
+	if _, err := vm.WaitConsole(ctx, regexp.MustCompile(`waiting to be named`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.b.WaitWaiting(ctx, mac); err != nil {
+		t.Fatal(err)
+	}
+	lease, ok := s.leaseOf(ctx, t, mac)
+	if !ok {
+		t.Fatalf("machine %s waits without a discovery lease", mac)
+	}
+	seg := newSegClient(ctx, t, s.lab, "forger", "52:54:00:e2:e0:f0", netip.MustParsePrefix("10.80.0.250/24"))
+	release, err := dhcpv4.New(dhcpv4.WithMessageType(dhcpv4.MessageTypeRelease), dhcpv4.WithHwAddr(spec.MAC),
+		dhcpv4.WithClientIP(lease.AsSlice()), dhcpv4.WithOption(dhcpv4.OptServerIdentifier(s.lab.Addr.Addr().AsSlice())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seg.conn.WriteTo(release.ToBytes(), &net.UDPAddr{IP: s.lab.Addr.Addr().AsSlice(), Port: dhcpv4.ServerPort}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vm.WaitConsole(ctx, regexp.MustCompile(`poll refused or unanswered, asking DHCP for an address again`)); err != nil {
+		t.Fatalf("the machine never asked DHCP again after its lease was released: %v", err)
+	}
+	if !slices.ContainsFunc(strings.Split(s.b.LogTail(400), "\n"), func(l string) bool {
+		return strings.Contains(l, "refused a machine script request") && strings.Contains(l, mac)
+	}) {
+		t.Error("bootd did not refuse the released machine's poll: the forged RELEASE did not end its lease")
+	}
+	for {
+		if _, ok := s.leaseOf(ctx, t, mac); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the released machine never got a new discovery lease: %v", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	if out, err := s.b.CLI(ctx, "assign", "c3", "--mac", mac); err != nil {
+		t.Fatalf("assign c3: %v\n%s", err, out)
+	}
+	s.checkBooted(ctx, t, vm, "c3", "compute", "10.80.0.103")
+}
+
+// leaseOf returns the discovery lease bootd holds for mac, if any.
+func (s *scenario) leaseOf(ctx context.Context, t *testing.T, mac string) (netip.Addr, bool) {
+	t.Helper()
+	r, err := s.b.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range r.Leases {
+		if l.MAC == mac && !l.Declined {
+			return l.Address, true
+		}
+	}
+	return netip.Addr{}, false
 }

@@ -28,6 +28,12 @@ goto ask
 // discoveryScript shows that the machine waits to be named and polls until it is; the poll
 // answer is a script that fails while the machine still waits (so the loop goes on without
 // nesting) or the boot script once it is assigned (so it boots on without a power cycle).
+//
+// A poll that fails without that answer (bootd refused it: the machine's discovery lease is gone,
+// ended by a DHCPRELEASE or DHCPDECLINE anyone can forge with its MAC and address, or it was
+// assigned and its address is now the node's; or bootd did not answer) makes the machine ask DHCP
+// for an address again before the next poll: a new discovery lease, or its node address once it
+// is assigned. Without that, a released machine was refused at every poll until power-cycled.
 var discoveryScript = template.Must(template.New("discovery").Parse(`#!ipxe
 echo
 echo ================================================================
@@ -42,14 +48,25 @@ echo   (or just: bootd assign <name>  when it is the only one waiting)
 echo ================================================================
 :poll
 sleep {{.PollSeconds}}
-chain --autofree {{.PollURL}} || goto poll
+set ` + waitingSetting + ` 0
+chain --autofree {{.PollURL}} || goto unanswered
+:unanswered
+iseq ${` + waitingSetting + `} 1 && goto poll ||
+echo bootd: poll refused or unanswered, asking DHCP for an address again
+dhcp ||
+goto poll
 `))
+
+// waitingSetting is the iPXE setting the poll answer sets while the machine waits, so that the
+// discovery loop tells "still waiting" from a refused or failed poll.
+const waitingSetting = "bootdwaiting"
 
 // errorScript shows why a machine cannot boot yet and fails, so a polling machine asks again.
 var errorScript = template.Must(template.New("error").Parse("#!ipxe\necho bootd: {{.}}\nsleep 10\nexit 1\n"))
 
-// stillWaiting is the poll answer while the machine has no name: it fails, so the loop polls again.
-const stillWaiting = "#!ipxe\nexit 1\n"
+// stillWaiting is the poll answer while the machine has no name: it fails, so the loop polls
+// again, and says it was an answer (waitingSetting), so the loop does not ask DHCP again.
+const stillWaiting = "#!ipxe\nset " + waitingSetting + " 1\nexit 1\n"
 
 // targetScript boots a node into its role. initrd= names let the kernel's EFI stub find the
 // initrds iPXE loaded; on failure it frees what it fetched and tries again rather than falling
