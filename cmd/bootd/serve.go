@@ -19,7 +19,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/httpd"
 )
 
-const serveHelp = `Usage: bootd serve [--config F] [--interface IF] [--state-dir D] [--images D]
+const serveHelp = `Usage: bootd serve [--config F] [--interface IF] [--state-dir D] [--images D] [--empty-inventory]
 
 Runs the appliance on one interface: authoritative DHCP for the lab subnet, TFTP for the iPXE
 binaries, HTTP for iPXE scripts and images, and the control socket for the other commands.
@@ -29,6 +29,12 @@ the subnet (it is bootd's own address). Flags override the config file; a relati
 flag is taken from the directory bootd is started in (the config file wants absolute paths).
 The log format is --log-format, else log_format of the config file, else $BOOTD_LOG_FORMAT (the
 systemd unit sets json, for journald), else text.
+
+The state directory, and every file bootd keeps in it, must belong to bootd's user and be
+writable by no one else, and so must the secrets, which no one else may read either: bootd
+refuses to start otherwise, naming the file. It also refuses to start without an inventory.json
+when the state directory holds secrets of an earlier run (restore the file from a backup, or
+pass --empty-inventory to start with no nodes: their host keys are kept, not revoked).
 `
 
 func runServe(args []string) error {
@@ -43,12 +49,13 @@ func runServe(args []string) error {
 	sizeRuntime(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return bootd.Run(ctx, o.cfg, log)
+	return bootd.Run(ctx, o.cfg, o.start, log)
 }
 
 // serveOptions is what serve's command line and environment decide.
 type serveOptions struct {
 	cfg      config.Config
+	start    bootd.StartOptions
 	debug    bool
 	resolved []resolvedPath // relative path flags made absolute, to log
 }
@@ -64,6 +71,7 @@ func parseServe(args []string, getenv func(string) string) (serveOptions, error)
 		ipxeDir    = fs.String("ipxe-dir", "", "directory with undionly.kpxe and ipxe.efi (default: /usr/lib/ipxe or /usr/share/ipxe)")
 		logFormat  = fs.String("log-format", "", "text or json (default: log_format of the config file, else $"+logFormatEnv+", else text)")
 		debug      = fs.Bool("debug", false, "log every DHCP exchange and transfer detail")
+		emptyInv   = fs.Bool("empty-inventory", false, "start with no nodes although the state dir holds secrets but no inventory.json (a lost inventory)")
 	)
 	rest, err := cli.ParseInterleaved(fs, args)
 	if err != nil {
@@ -87,7 +95,7 @@ func parseServe(args []string, getenv func(string) string) (serveOptions, error)
 	if cfg.LogFormat, err = pickLogFormat(cfg, *logFormat, getenv(logFormatEnv)); err != nil {
 		return serveOptions{}, err
 	}
-	return serveOptions{cfg: cfg, debug: *debug, resolved: resolved}, nil
+	return serveOptions{cfg: cfg, start: bootd.StartOptions{EmptyInventory: *emptyInv}, debug: *debug, resolved: resolved}, nil
 }
 
 // pathFlag is a flag naming a file or directory.

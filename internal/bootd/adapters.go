@@ -341,6 +341,10 @@ func (c controller) Unassign(name string) (inventory.Node, error) {
 func (d *daemon) forgetHostKeys(name string) {
 	if err := d.secrets.Forget(name); err != nil {
 		d.log.WithError(err).WithField("node", name).Error("old host keys of the node not revoked yet: the next machine to carry the name, or bootd's next start, revokes them (do not delete them by hand: that would skip the revocation)")
+		return
+	}
+	if err := d.inv.Forgotten(name); err != nil {
+		d.log.WithError(err).WithField("node", name).Warn("the inventory still lists the node as released: bootd's next start forgets its (already revoked) host keys again, harmlessly")
 	}
 }
 

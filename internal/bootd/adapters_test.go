@@ -32,13 +32,13 @@ func testDaemon(t *testing.T) *daemon {
 // a second call on the same directory is bootd after a restart.
 func daemonOn(t *testing.T, state string) *daemon {
 	t.Helper()
-	inv, sec, err := openState(state)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	inv, sec, err := openState(state, StartOptions{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = inv.Compact() }) // OFFERs' background writes end before state is removed
-	log := logrus.New()
-	log.SetOutput(io.Discard)
 	d := &daemon{cfg: config.Default(), server: netip.MustParseAddr("10.80.0.1"), inv: inv, images: artifact.NewCatalog(t.TempDir(), log), log: log,
 		started: time.Now(), secrets: sec, templates: overlays.FS, remote: ratelog.New(ratelog.Every),
 		booting: bootphase.New(bootphase.DefaultPatience), stages: newStages()}

@@ -81,8 +81,8 @@ type daemon struct {
 }
 
 // Run serves until ctx is done or a listener fails.
-func Run(ctx context.Context, cfg config.Config, log logrus.FieldLogger) error {
-	d, err := setup(cfg, log)
+func Run(ctx context.Context, cfg config.Config, o StartOptions, log logrus.FieldLogger) error {
+	d, err := setup(cfg, o, log)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (d *daemon) stop() {
 
 // setup checks everything that can be wrong before any listener opens, so a bad config or a
 // missing interface stops bootd with one clear message.
-func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
+func setup(cfg config.Config, o StartOptions, log logrus.FieldLogger) (*daemon, error) {
 	if cfg.Interface == "" {
 		return nil, fmt.Errorf("no interface to serve on: give --interface (e.g. --interface eth1) or interface = \"...\" in the config file")
 	}
@@ -140,7 +140,7 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	if err := lockStateDir(cfg.StateDir); err != nil {
 		return nil, err
 	}
-	inv, sec, err := openState(cfg.StateDir)
+	inv, sec, err := openState(cfg.StateDir, o, log)
 	if err != nil {
 		return nil, err
 	}
@@ -163,36 +163,12 @@ func setup(cfg config.Config, log logrus.FieldLogger) (*daemon, error) {
 	return d, nil
 }
 
-// openState opens the inventory and the secrets in the state directory, and finishes what a
-// crash may have cut short: the inventory's journal is folded into its file, and the host keys
-// of names that changed machines are forgotten.
-func openState(dir string) (*inventory.Store, *secrets.Store, error) {
-	inv, err := inventory.Open(filepath.Join(dir, "inventory.json"))
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := inv.Compact(); err != nil {
-		return nil, nil, fmt.Errorf("inventory: fold the journal into the file: %w", err)
-	}
-	sec, err := secrets.Open(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := sec.Prune(holders(inv)); err != nil {
-		return nil, nil, fmt.Errorf("host keys of names that changed machines: %w", err)
-	}
-	return inv, sec, nil
-}
-
-// lockStateDir makes the state directory private and takes an exclusive lock on it for the
-// life of the process, before any listener opens: a second bootd on the same state would
-// otherwise answer DHCP from a stale inventory and overwrite the live one.
+// lockStateDir makes the state directory private (prepareStateDir) and takes an exclusive lock
+// on it for the life of the process, before any listener opens: a second bootd on the same
+// state would otherwise answer DHCP from a stale inventory and overwrite the live one.
 func lockStateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
+	if err := prepareStateDir(dir); err != nil {
+		return err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "bootd.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {

@@ -198,10 +198,33 @@ func (s *Store) Unassign(name string) (Node, error) {
 	}
 	old, n := s.data, s.data.Nodes[i]
 	s.data.Nodes = slices.Delete(slices.Clone(s.data.Nodes), i, i+1)
+	if !slices.Contains(s.data.Released, name) {
+		s.data.Released = append(slices.Clone(s.data.Released), name)
+	}
 	if err := s.saveOr(old); err != nil {
 		return Node{}, err
 	}
 	return n, nil
+}
+
+// Released lists the names unassigned whose host keys are not forgotten yet (Forgotten).
+func (s *Store) Released() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.data.Released)
+}
+
+// Forgotten records that the host keys of name, released by Unassign, are forgotten.
+func (s *Store) Forgotten(name string) error {
+	s.lockIdle()
+	defer s.mu.Unlock()
+	i := slices.Index(s.data.Released, name)
+	if i < 0 {
+		return nil
+	}
+	old := s.data
+	s.data.Released = slices.Delete(slices.Clone(s.data.Released), i, i+1)
+	return s.saveOr(old)
 }
 
 // nodeIndex returns the index of node name, or ErrNotFound. Callers hold s.mu.

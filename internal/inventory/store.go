@@ -32,6 +32,11 @@ type snapshot struct {
 	Nodes   []Node    `json:"nodes"`
 	Waiting []Machine `json:"waiting"`
 	Leases  []Lease   `json:"leases"`
+	// Released are names unassigned whose host keys bootd has not yet forgotten (revoked and
+	// removed): a crash between the two leaves the name here, and the next start forgets them.
+	// Only these, and names given to another machine, lose their keys at start: a name merely
+	// absent (an inventory lost and started anew) keeps them.
+	Released []string `json:"released,omitempty"`
 }
 
 // Store is the inventory, loaded in memory and written through on every change.
@@ -90,6 +95,7 @@ type Store struct {
 	offered  map[string]time.Time // MAC -> when its OFFERed lease lapses unless REQUESTed (Pool.OfferHold)
 	failed   error                // the last write's error; nil once a write succeeds
 	offers   sync.WaitGroup       // OFFERs' background writes: Compact, at stop, waits for them
+	found    bool                 // Open found a file or a journal: not a first start
 }
 
 // maxJournal is the journal size after which the next write replaces the file instead: a few
@@ -103,43 +109,67 @@ type flush struct {
 	err  error
 }
 
-// Open loads the inventory at path, or starts an empty one if the file does not exist yet.
+// Open loads the inventory at path, or starts an empty one if neither the file nor its journal
+// exists yet (Found then reports false).
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	s := &Store{path: path, now: time.Now, data: snapshot{Format: formatVersion}, leaseGen: map[string]uint64{}, offered: map[string]time.Time{}}
-	if err := s.load(); err != nil {
+	fileFound, err := s.load()
+	if err != nil {
 		return nil, err
 	}
 	found, err := s.replayJournal()
 	if err != nil {
 		return nil, err
 	}
+	s.found = fileFound || found
 	s.seq, s.compact = s.data.Seq, found // a journal found is folded into the file by Compact or the next write
 	return s, nil
 }
 
-// load reads the inventory file, if there is one yet.
-func (s *Store) load() error {
+// WriteFile replaces the inventory file with the state held now, journal folded in: bootd calls
+// it at a first start, so that a later start without a file can tell a lost inventory from a
+// first one.
+func (s *Store) WriteFile() error {
+	s.offers.Wait()
+	s.lockIdle()
+	defer s.mu.Unlock()
+	s.compact = true
+	return s.save()
+}
+
+// Found reports whether Open found an inventory (a file or a journal), rather than starting an
+// empty one.
+func (s *Store) Found() bool { return s.found }
+
+// load reads the inventory file, if there is one yet, and reports whether there was. A file
+// bootd did not write (no format: an empty object, null, a file truncated to "{}") is refused,
+// not read as an inventory without nodes.
+func (s *Store) load() (bool, error) {
 	b, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read inventory: %w", err)
+		return true, fmt.Errorf("read inventory: %w", err)
 	}
+	s.data = snapshot{}
 	if err := json.Unmarshal(b, &s.data); err != nil {
-		return fmt.Errorf("inventory %s is not valid JSON (%w); the previous good state is never overwritten in place, so this file was edited or damaged by hand", s.path, err)
+		return true, fmt.Errorf("inventory %s is not valid JSON (%w); the previous good state is never overwritten in place, so this file was edited or damaged by hand", s.path, err)
+	}
+	if s.data.Format == 0 {
+		return true, fmt.Errorf("inventory %s has no format: it is not an inventory bootd wrote (%.40q), and would start bootd with no nodes; restore it from a backup, or remove it to start with none (bootd serve --empty-inventory when the state directory holds secrets)", s.path, bytes.TrimSpace(b))
 	}
 	if s.data.Format != formatVersion && s.data.Format != 1 {
-		return fmt.Errorf("inventory %s has format %d, this bootd reads formats 1 and %d", s.path, s.data.Format, formatVersion)
+		return true, fmt.Errorf("inventory %s has format %d, this bootd reads formats 1 and %d", s.path, s.data.Format, formatVersion)
 	}
 	if err := s.data.check(); err != nil {
-		return fmt.Errorf("inventory %s: %w; bootd changed nothing: correct the entry and start bootd again", s.path, err)
+		return true, fmt.Errorf("inventory %s: %w; bootd changed nothing: correct the entry and start bootd again", s.path, err)
 	}
 	s.data.Format = formatVersion
-	return nil
+	return true, nil
 }
 
 // journalOf is the journal beside the inventory file at path.

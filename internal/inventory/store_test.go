@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,11 @@ func TestOpenRejectsDamagedFile(t *testing.T) {
 	for _, tt := range []struct{ name, content, want string }{
 		{"not json", "{nodes", "not valid JSON"},
 		{"future format", `{"format": 9}`, "has format 9"},
+		// Each used to start bootd with no nodes and no warning.
+		{"empty object", `{}`, "has no format: it is not an inventory bootd wrote"},
+		{"null", `null`, "has no format"},
+		{"nodes without a format", `{"nodes": []}`, "has no format"},
+		{"an array", `[]`, "not valid JSON"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := atomicfile.Write(path, []byte(tt.content), 0o600); err != nil {
@@ -170,6 +176,44 @@ func TestOpenRejectsDamagedFile(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReleasedUntilForgotten: an unassigned name stays listed as released, across a restart,
+// until bootd records its host keys forgotten.
+func TestReleasedUntilForgotten(t *testing.T) {
+	s, _ := newStore(t)
+	see(t, s, macA)
+	if _, err := s.Assign(req("c4", "")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Unassign("c4"); err != nil {
+		t.Fatal(err)
+	}
+	if got := open(t, s.Path()).Released(); !slices.Equal(got, []string{"c4"}) {
+		t.Fatalf("released after a restart: %v, want c4", got)
+	}
+	if err := s.Forgotten("c4"); err != nil {
+		t.Fatal(err)
+	}
+	if got := open(t, s.Path()).Released(); len(got) != 0 {
+		t.Fatalf("released after Forgotten and a restart: %v, want none", got)
+	}
+}
+
+// TestFound: Open tells a first start (neither file nor journal) from a start on an inventory,
+// and WriteFile makes the file of a first start.
+func TestFound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inventory.json")
+	s, err := Open(path)
+	if err != nil || s.Found() {
+		t.Fatalf("first open: found %v, %v; want not found", s != nil && s.Found(), err)
+	}
+	if err := s.WriteFile(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(path); err != nil || !s.Found() {
+		t.Fatalf("open after WriteFile: %v, want found", err)
 	}
 }
 

@@ -82,7 +82,13 @@ func parsePair(typ KeyType, priv, pub []byte) (KeyPair, error) {
 func (s *Store) hostCert(dir, name, node, pub string, principals []string) (string, error) {
 	certPath, signedPath := filepath.Join(dir, name+"-cert.pub"), filepath.Join(dir, name+"-cert.principals")
 	list := strings.Join(principals, ",")
-	signedFor := list + "\n" + keyOnly(pub)
+	ca, err := s.hostCA()
+	if err != nil {
+		return "", err
+	}
+	// The CA is part of what a certificate was signed for: after a new CA (the old one deleted),
+	// every certificate is signed again, not served signed by a CA no known_hosts trusts.
+	signedFor := list + "\n" + keyOnly(pub) + "\n" + keyOnly(ca.Public)
 	if was, err := os.ReadFile(signedPath); err == nil && string(was) == signedFor {
 		if cert, err := os.ReadFile(certPath); err == nil {
 			return strings.TrimSpace(string(cert)), nil

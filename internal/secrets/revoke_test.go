@@ -180,7 +180,7 @@ func TestForgetRevokes(t *testing.T) {
 		if err := os.Rename(filepath.Join(hosts, "c1"), filepath.Join(hosts, goneDir+"c1")); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Prune(nil); err != nil {
+		if err := s.Prune(nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if entries, _ := os.ReadDir(hosts); len(entries) != 0 {
@@ -189,15 +189,17 @@ func TestForgetRevokes(t *testing.T) {
 	})
 }
 
-// Prune redoes the Forget of every node whose keys another holder (or none) has now.
+// Prune redoes the Forget of every node whose keys another holder has now, or that the inventory
+// released; a node it merely lacks keeps its keys.
 func TestPrune(t *testing.T) {
 	needKeygen(t)
 	s := open(t, t.TempDir())
 	c1 := hostKeys(t, s, "c1", holderA)    // still c1's machine
 	c2 := hostKeys(t, s, "c2", holderA)    // c2 now on machine B: the Forget was lost
 	c3 := hostKeys(t, s, "c3", holderB)    // c3 unassigned since
+	c4 := hostKeys(t, s, "c4", holderB)    // missing from an inventory that lost it
 	master := hostKeys(t, s, "master", "") // no machine yet
-	if err := s.Prune(map[string]string{"c1": holderA, "c2": holderB}); err != nil {
+	if err := s.Prune(map[string]string{"c1": holderA, "c2": holderB}, []string{"c3"}); err != nil {
 		t.Fatal(err)
 	}
 	want := slices.Concat(publicKeys(c2), publicKeys(c3))
@@ -208,7 +210,7 @@ func TestPrune(t *testing.T) {
 		node, holder string
 		had          HostKeys
 		kept         bool
-	}{{"c1", holderA, c1, true}, {"c2", holderB, c2, false}, {"c3", holderB, c3, false}, {"master", "", master, true}} {
+	}{{"c1", holderA, c1, true}, {"c2", holderB, c2, false}, {"c3", holderB, c3, false}, {"c4", holderB, c4, true}, {"master", "", master, true}} {
 		if now := hostKeys(t, s, tc.node, tc.holder); (now[0].Private == tc.had[0].Private) != tc.kept {
 			t.Errorf("%s: keys kept %v, want %v", tc.node, !tc.kept, tc.kept)
 		}

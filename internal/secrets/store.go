@@ -11,13 +11,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/labcluster/gpucluster/internal/atomicfile"
 )
 
-// ErrUnsafe is returned when a secret file or directory is readable by
-// others: tightening it silently would hide that it leaked.
-var ErrUnsafe = errors.New("secret readable by group or others")
+// ErrUnsafe is returned when a secret file or directory is open to group or others, or belongs
+// to another user: tightening it silently would hide that it leaked, or serve a secret someone
+// else planted.
+var ErrUnsafe = errors.New("secret not private to bootd's user")
 
 // Store holds the secrets under one directory. It is safe for concurrent use
 // by one process; bootd is the only writer (the CLI goes through the daemon).
@@ -50,13 +52,22 @@ type heldKeys struct {
 // (master, c1, ...) and nothing that could leave the directory.
 var nodeName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// Open returns the store in stateDir/secrets, creating it with mode 0700.
+// Open returns the store in stateDir/secrets, creating it with mode 0700. Everything already in
+// it must be a directory or regular file of this process's user, with no access for group or
+// others (checkPrivate): a store that another local user could have written (a munge key planted
+// in a state directory that was world-writable before bootd first started) is refused whole.
 func Open(stateDir string) (*Store, error) {
 	dir := filepath.Join(stateDir, "secrets")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("secrets: %w", err)
 	}
-	if err := checkPrivate(dir, true); err != nil {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("secrets: %w", err)
+		}
+		return checkPrivate(p, d.IsDir())
+	})
+	if err != nil {
 		return nil, err
 	}
 	revoked, err := readRevoked(filepath.Join(dir, revokedFile))
@@ -220,11 +231,13 @@ func (s *Store) Forget(node string) error {
 	return nil
 }
 
-// Prune forgets the host keys of every node whose recorded holder is not holders[node]: bootd
-// calls it at start with the assigned nodes, which redoes a Forget that a crash cut off after
-// the inventory changed. Keys with no holder recorded are left alone; what a removal cut short
-// left (goneDir) is removed.
-func (s *Store) Prune(holders map[string]string) error {
+// Prune forgets the host keys of every node whose recorded holder is not holders[node], among the
+// nodes holders lists (assigned to another machine) and those in released (unassigned): bootd
+// calls it at start with the inventory's, which redoes a Forget that a crash cut off after the
+// inventory changed. A name neither lists keeps its keys: an inventory that lost it (deleted,
+// restored from an old backup) is no word that its machine gave it up. Keys with no holder
+// recorded are left alone; what a removal cut short left (goneDir) is removed.
+func (s *Store) Prune(holders map[string]string, released []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	hosts := filepath.Join(s.dir, "hosts")
@@ -250,7 +263,8 @@ func (s *Store) Prune(holders map[string]string) error {
 		if err != nil {
 			return err
 		}
-		if !recorded || stored == holders[e.Name()] {
+		h, assigned := holders[e.Name()]
+		if !recorded || stored == h || !assigned && !slices.Contains(released, e.Name()) {
 			continue
 		}
 		if err := s.forget(dir, e.Name()); err != nil {
@@ -293,17 +307,80 @@ func (s *Store) nodeDir(node string) (string, error) {
 	return filepath.Join(s.dir, "hosts", node), nil
 }
 
-// checkPrivate refuses a path that group or others can read or enter.
+// checkPrivate refuses a path that group or others can read or enter, or that another user owns.
 func checkPrivate(path string, wantDir bool) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return fmt.Errorf("secrets: %w", err)
 	}
-	if fi.IsDir() != wantDir || fi.Mode()&fs.ModeSymlink != 0 {
+	if fi.IsDir() != wantDir || !fi.IsDir() && !fi.Mode().IsRegular() {
 		return fmt.Errorf("secrets: %s: unexpected file type %v", path, fi.Mode().Type())
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return fmt.Errorf("secrets: %s has mode %04o, want no access for group and others: %w", path, perm, ErrUnsafe)
 	}
+	if uid, me := fi.Sys().(*syscall.Stat_t).Uid, os.Geteuid(); int(uid) != me {
+		return fmt.Errorf("secrets: %s belongs to uid %d, not to bootd's (uid %d): another user could have put it there; check it, then remove it or chown it: %w", path, uid, me, ErrUnsafe)
+	}
 	return nil
+}
+
+// Empty reports whether the store holds nothing yet: a first start.
+func (s *Store) Empty() (bool, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return false, fmt.Errorf("secrets: %w", err)
+	}
+	return len(entries) == 0, nil
+}
+
+// Held lists the nodes whose host keys record a holder (a machine their name was assigned to).
+func (s *Store) Held() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "hosts"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	var held []string
+	for _, e := range entries {
+		dir, err := s.nodeDir(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, recorded, err := storedHolder(dir); err != nil {
+			return nil, err
+		} else if recorded {
+			held = append(held, e.Name())
+		}
+	}
+	return held, nil
+}
+
+// Missing lists the cluster-wide secrets (munge.key, root's key, the host CA) that are absent
+// where the store shows they were made: Cluster makes all three at once, HostKeys the host CA
+// before any node's keys. So they were deleted; the next request makes new ones, and the caller
+// says so aloud, because every node must fetch its files again (and SSH clients the new CA)
+// before the cluster works with them.
+func (s *Store) Missing() ([]string, error) {
+	has := map[string]bool{}
+	for _, name := range []string{"munge.key", "root_ed25519", hostCAName, "hosts"} {
+		_, err := os.Lstat(filepath.Join(s.dir, name))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("secrets: %w", err)
+		}
+		has[name] = err == nil
+	}
+	var missing []string
+	if !has["munge.key"] && has["root_ed25519"] {
+		missing = append(missing, "munge.key")
+	}
+	if !has[hostCAName] && (has["munge.key"] || has["root_ed25519"] || has["hosts"]) {
+		missing = append(missing, hostCAName)
+	}
+	if !has["root_ed25519"] && has["munge.key"] {
+		missing = append(missing, "root_ed25519")
+	}
+	return missing, nil
 }

@@ -147,8 +147,8 @@ func TestUnsafeModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chmod(filepath.Join(state, "secrets", "munge.key"), 0o644)
-		if _, err := open(t, state).Cluster(); !errors.Is(err, ErrUnsafe) {
-			t.Errorf("Cluster: %v, want ErrUnsafe", err)
+		if _, err := Open(state); !errors.Is(err, ErrUnsafe) {
+			t.Errorf("Open: %v, want ErrUnsafe", err)
 		}
 	})
 	t.Run("revoked list", func(t *testing.T) {
@@ -163,6 +163,90 @@ func TestUnsafeModes(t *testing.T) {
 			t.Errorf("Open: %v, want ErrUnsafe", err)
 		}
 	})
+}
+
+// TestForeignOwner: a store holding a file or directory of another user is refused at Open, mode
+// 0600 or not: before, a munge key another local user planted (in a state directory that was
+// world-writable before bootd's first start) was served to every node.
+func TestForeignOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("chown to another user needs root, as CI has")
+	}
+	const nobody = 65534
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, dir string) string // returns the path it gave away
+	}{
+		{"a planted munge key", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "munge.key")
+			if err := os.WriteFile(p, bytes.Repeat([]byte{'k'}, 1024), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{"the secrets directory", func(t *testing.T, dir string) string { return dir }},
+		{"a node's directory", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "hosts", "c1")
+			if err := os.MkdirAll(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			dir := filepath.Join(state, "secrets")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			given := tc.plant(t, dir)
+			if err := os.Chown(given, nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(state)
+			if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), given+" belongs to uid 65534") {
+				t.Errorf("Open: %v, want ErrUnsafe naming %s", err, given)
+			}
+		})
+	}
+}
+
+// TestMissing: a cluster secret deleted beside others is reported, and a new host CA re-signs
+// the host certificates the old one signed.
+func TestMissing(t *testing.T) {
+	needKeygen(t)
+	state := t.TempDir()
+	s := open(t, state)
+	if m, err := s.Missing(); err != nil || len(m) != 0 {
+		t.Fatalf("an empty store: missing %v, %v; want nothing (a first start)", m, err)
+	}
+	if _, err := s.Cluster(); err != nil {
+		t.Fatal(err)
+	}
+	keys := hostKeys(t, s, "c1", holderA)
+	if held, err := s.Held(); err != nil || len(held) != 1 || held[0] != "c1" {
+		t.Errorf("held %v, %v; want c1", held, err)
+	}
+	for _, f := range []string{"munge.key", hostCAName, hostCAName + ".pub"} {
+		if err := os.Remove(filepath.Join(state, "secrets", f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = open(t, state)
+	if m, err := s.Missing(); err != nil || strings.Join(m, " ") != "munge.key "+hostCAName {
+		t.Errorf("missing %v, %v; want munge.key and the host CA", m, err)
+	}
+	again := hostKeys(t, s, "c1", holderA)
+	cs, err := s.Cluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].Public != keys[0].Public || again[0].Cert == keys[0].Cert {
+		t.Fatal("the host key changed, or its certificate was not signed again by the new CA")
+	}
+	if out := sshKeygenOn(t, again[0].Cert, "-L"); !strings.Contains(out, fingerprint(t, cs.HostCA.Public)) {
+		t.Errorf("certificate not signed by the new CA:\n%s", out)
+	}
 }
 
 func TestConcurrent(t *testing.T) {
