@@ -29,6 +29,7 @@ type Catalog struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry // by version directory
+	links   map[string]bool   // symlinked image and version directories already logged
 }
 
 // entry caches what is known about one version directory. Its own mutex
@@ -49,7 +50,7 @@ type entry struct {
 
 // NewCatalog returns a Catalog over imagesDir. Nothing is read until asked.
 func NewCatalog(imagesDir string, log logrus.FieldLogger) *Catalog {
-	return &Catalog{dir: imagesDir, log: log, entries: map[string]*entry{}}
+	return &Catalog{dir: imagesDir, log: log, entries: map[string]*entry{}, links: map[string]bool{}}
 }
 
 // Resolve returns the version of image name that bootd should serve: the
@@ -138,27 +139,64 @@ func (c *Catalog) lookup(name, version string) (*entry, error) {
 	if err := checkName("version", version); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	dir := filepath.Join(c.dir, name, version)
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.IsDir()) {
-		return nil, fmt.Errorf("version %s: %w", dir, ErrNotFound)
+	if err := c.realDir(filepath.Join(c.dir, name)); err != nil {
+		return nil, err
 	}
-	if err != nil {
+	dir := filepath.Join(c.dir, name, version)
+	if err := c.realDir(dir); err != nil {
 		return nil, err
 	}
 	return c.entry(dir), nil
+}
+
+// realDir wants dir to be a directory itself, not a symlink: an image or version directory that
+// is a link would be followed out of the images directory, to whatever it names. A link is
+// refused with one error line the first time it is met; anything else that is not a directory
+// is simply not an image.
+func (c *Catalog) realDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: %w", dir, ErrNotFound)
+	case err != nil:
+		return err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		c.refuseLink(dir)
+		return fmt.Errorf("%s is a symlink: %w", dir, ErrNotFound)
+	case !fi.IsDir():
+		return fmt.Errorf("%s: %w", dir, ErrNotFound)
+	}
+	return nil
+}
+
+// refuseLink logs, once per catalog, that the image or version directory dir is a symlink.
+func (c *Catalog) refuseLink(dir string) {
+	c.mu.Lock()
+	seen := c.links[dir]
+	c.links[dir] = true
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	target, _ := os.Readlink(dir)
+	c.log.WithFields(logrus.Fields{"dir": dir, "target": target}).
+		Error("image directory refused: it is a symlink, and bootd serves only directories inside the images directory (move the image there, or publish it with imgbuild --out)")
 }
 
 // versions returns the entries of every version directory of name, dropping
 // cached entries of versions that have been removed.
 func (c *Catalog) versions(name string) ([]*entry, error) {
 	nameDir := filepath.Join(c.dir, name)
-	versions, err := ReadNames(nameDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", nameDir, ErrNotFound)
+	if err := c.realDir(nameDir); err != nil {
+		return nil, err
 	}
+	des, err := os.ReadDir(nameDir)
 	if err != nil {
 		return nil, err
+	}
+	versions, links := names(des)
+	for _, l := range links {
+		c.refuseLink(filepath.Join(nameDir, l))
 	}
 	entries := make([]*entry, 0, len(versions))
 	for _, v := range versions {
@@ -197,13 +235,23 @@ func ReadNames(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
+	dirs, _ := names(des)
+	return dirs, nil
+}
+
+// names are the entries that are directories with a valid image or version name, and the
+// symlinks with such a name (which are not images: Catalog refuses them aloud).
+func names(des []fs.DirEntry) (dirs, links []string) {
 	for _, de := range des {
-		if de.IsDir() && checkName("", de.Name()) == nil {
-			names = append(names, de.Name())
+		switch {
+		case checkName("", de.Name()) != nil:
+		case de.IsDir():
+			dirs = append(dirs, de.Name())
+		case de.Type()&fs.ModeSymlink != 0:
+			links = append(links, de.Name())
 		}
 	}
-	return names, nil
+	return dirs, links
 }
 
 // manifest returns the parsed manifest, re-reading it only when the identity

@@ -121,6 +121,53 @@ func TestCatalogUnknownImage(t *testing.T) {
 	}
 }
 
+// TestCatalogRefusesSymlinkedDirs: an image or version directory that is a symlink is not
+// served, and is named once in the log; before, an image directory was followed out of the images
+// directory and a version directory skipped without a word.
+func TestCatalogRefusesSymlinkedDirs(t *testing.T) {
+	const msg = "image directory refused: it is a symlink, and bootd serves only directories inside the images directory (move the image there, or publish it with imgbuild --out)"
+	_, elsewhere, _ := catalogWith(t, "1", "2") // a valid compute/1 and compute/2, outside
+	t.Run("image directory", func(t *testing.T) {
+		c, images, hook := catalogWith(t)
+		if err := os.Symlink(filepath.Join(elsewhere, "compute"), filepath.Join(images, "compute")); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if img, err := c.Resolve("compute", ""); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Resolve = %v, %v; want ErrNotFound", img, err)
+			}
+		}
+		if _, _, err := c.Open("compute", "1", "vmlinuz"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Open through the link: %v, want ErrNotFound", err)
+		}
+		if n := countLogs(hook, msg); n != 1 {
+			t.Errorf("logged %d times, want once", n)
+		}
+	})
+	t.Run("version directory", func(t *testing.T) {
+		c, images, hook := catalogWith(t, "1")
+		if err := os.Symlink(filepath.Join(elsewhere, "compute", "2"), filepath.Join(images, "compute", "2")); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if img, err := c.Resolve("compute", ""); err != nil || img.Manifest.Version != "1" {
+				t.Fatalf("Resolve = %v, %v; want version 1", img, err)
+			}
+		}
+		if _, err := c.Resolve("compute", "2"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("pinned to the link: %v, want ErrNotFound", err)
+		}
+		if n := countLogs(hook, msg); n != 1 {
+			t.Errorf("logged %d times, want once", n)
+		}
+		for _, e := range hook.AllEntries() {
+			if e.Message == msg && e.Data["target"] != filepath.Join(elsewhere, "compute", "2") {
+				t.Errorf("the line names target %v", e.Data["target"])
+			}
+		}
+	})
+}
+
 func TestCatalogCachesAndLogsOnce(t *testing.T) {
 	c, images, hook := catalogWith(t, "1", "2")
 	overwriteInPlace(t, filepath.Join(images, "compute", "2", "initramfs.img"), "bad initrd!!\n")
