@@ -48,12 +48,12 @@ func checkService(s string) string {
 	return ""
 }
 
-// checkKernelArg refuses blanks: one item is one argument.
+// checkKernelArg refuses blanks (one item is one argument) and other control characters.
 func checkKernelArg(s string) string {
 	if s == "" || strings.ContainsAny(s, " \t\n\r") {
 		return fmt.Sprintf("%q is not one kernel argument", s)
 	}
-	return ""
+	return checkPrintable(s)
 }
 
 // checkModule accepts dnf module streams as name:stream.

@@ -175,6 +175,7 @@ func readRepos(t table) []Repo {
 		r := Repo{ID: rt.str("id"), Name: rt.str("name"), BaseURL: rt.str("baseurl"),
 			GPGKey: rt.str("gpgkey"), GPGCheck: rt.boolean("gpgcheck", true), Archive: rt.str("archive")}
 		check(rt, "id", checkRepoID(r.ID))
+		check(rt, "name", checkPrintable(r.Name))
 		check(rt, "baseurl", checkRepoURL(r.BaseURL))
 		if r.GPGKey != "" {
 			check(rt, "gpgkey", checkRepoURL(r.GPGKey))
@@ -255,6 +256,9 @@ func readRun(t table) []Command {
 		c := Command{Command: ct.str("command"), Description: ct.str("description"), Network: ct.boolean("network", false)}
 		if strings.TrimSpace(c.Command) == "" {
 			ct.r.fail(ct.key("command"), "empty command")
+		}
+		if strings.ContainsRune(c.Command, 0) {
+			ct.r.fail(ct.key("command"), "a NUL character, which no command line can carry")
 		}
 		run = append(run, c)
 	}
