@@ -33,7 +33,7 @@ var bootdCompletion = completion.Program{
 	Commands: []completion.Command{
 		{Name: "serve", Flags: []completion.Flag{{Name: "config", Values: completion.Files}, {Name: "interface", Values: completion.Interfaces},
 			{Name: "state-dir", Values: completion.Dirs}, {Name: "images", Values: completion.Dirs}, {Name: "ipxe-dir", Values: completion.Dirs},
-			{Name: "log-format", Values: completion.Words("text", "json")}, {Name: "debug"}}},
+			{Name: "log-format", Values: completion.Words("text", "json")}, {Name: "debug"}, {Name: "empty-inventory"}}},
 		{Name: "nodes", Flags: append([]completion.Flag{{Name: "json"}}, stateFlags...)},
 		{Name: "assign", Flags: append([]completion.Flag{{Name: "mac", Values: completion.Ask("waiting")}, {Name: "replace"}}, stateFlags...),
 			Args: []completion.Values{completion.Ask("free"), completion.None}},

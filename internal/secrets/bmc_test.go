@@ -43,11 +43,14 @@ func TestBMCPasswords(t *testing.T) {
 	t.Run("a readable file is refused", func(t *testing.T) {
 		path := filepath.Join(dir, "secrets", bmcDir, "c3")
 		must(t, os.WriteFile(path, []byte("leaked\n"), 0o644))
-		fresh, err := Open(dir)
-		must(t, err)
-		if _, err := fresh.BMCPassword("c3"); !errors.Is(err, ErrUnsafe) {
+		if _, err := s.BMCPassword("c3"); !errors.Is(err, ErrUnsafe) {
 			t.Fatalf("BMCPassword(c3) from a 0644 file: %v, want ErrUnsafe", err)
 		}
+		// A store holding it is refused whole when bootd starts.
+		if _, err := Open(dir); !errors.Is(err, ErrUnsafe) {
+			t.Fatalf("Open with a 0644 file in the store: %v, want ErrUnsafe", err)
+		}
+		must(t, os.Remove(path))
 	})
 	t.Run("printed redacted", func(t *testing.T) {
 		pw, _ := s.BMCPassword("c2")
