@@ -138,3 +138,33 @@ func writeLayer(t *testing.T, dir, body string) *spec.Layer {
 	}
 	return l
 }
+
+// TestOnlyTheOverlayMounted: while a layer is built over the layers below (packages installed,
+// commands run), the host's mount table holds the layer's overlayfs mount under the cache and
+// nothing else there: no /proc or /dev in the tree as the host sees it, as there was before the
+// sandbox.
+func TestOnlyTheOverlayMounted(t *testing.T) {
+	requireRoot(t)
+	base, top, baseRPMs, topRPMs := testLayers(t)
+	b := newBuilder(t, &fakeInstall{})
+	var seen []string
+	install := b.Install
+	b.Install = func(ctx context.Context, root string, rpms []string) error {
+		points, err := mountPoints()
+		if err != nil {
+			return err
+		}
+		for _, p := range points {
+			if strings.HasPrefix(p, b.CacheDir+"/") {
+				seen = append(seen, strings.TrimPrefix(p, b.CacheDir+"/"))
+			}
+		}
+		return install(ctx, root, rpms)
+	}
+	if _, err := b.Build(context.Background(), []Step{{Layer: base, RPMs: baseRPMs}, {Layer: top, RPMs: topRPMs}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || !strings.HasPrefix(seen[0], "layers/.build-munge-") || !strings.HasSuffix(seen[0], "/merged") {
+		t.Errorf("mounted under the cache while the layers were built: %q, want the munge layer's overlay only", seen)
+	}
+}
