@@ -6,6 +6,7 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/bmc-toolbox/bmclib/v2 v2.3.4
 	github.com/chromedp/chromedp v0.23.0
+	github.com/google/go-tpm v0.9.8
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
 	github.com/mdlayher/packet v1.1.2
 	github.com/pin/tftp/v3 v3.2.0
