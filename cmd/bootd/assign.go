@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/cli"
 	"github.com/labcluster/gpucluster/internal/ctl"
 )
 
-const assignHelp = `Usage: bootd assign NAME [--mac MAC] [--replace]
+const assignHelp = `Usage: bootd assign NAME [--mac MAC] [--replace] [--ek FILE]
 
 Names a machine that netbooted and waits: NAME is "master" or cN (c1, c2, ...). The name gives
 the role (master or compute) and the static address (reference lab: master 10.80.0.100, cN
@@ -28,6 +29,15 @@ the new one so it waits, then move the name to it:
     bootd assign c4 --mac <new MAC> --replace
 c4 keeps its address and role; the old MAC, which assign names, is forgotten: netbooted again,
 that machine waits to be named.
+
+TPM: a node with a TPM 2.0 presents its endorsement key (EK) when it fetches its files at boot;
+bootd records the first one after the assign and from then on sends the node's secrets sealed
+to that TPM alone, refusing any other (bootd nodes shows its fingerprint). To trust no first
+boot, give the key yourself with --ek FILE: a PEM public key (tpm2_createek -G rsa -f pem -u
+ek.pem -c ek.ctx, run on that PC), or its EK certificate (PEM or DER), or tpm2_createek's
+default output. For a node already assigned, bootd assign c4 --ek FILE replaces the key on
+record (a new TPM or motherboard). A node without a TPM keeps the weaker checks (its MAC and
+address: see SECURITY.md).
 `
 
 func runAssign(args []string) error {
@@ -36,18 +46,25 @@ func runAssign(args []string) error {
 	cf.register(fs)
 	mac := fs.String("mac", "", "MAC of the waiting machine (needed when several wait)")
 	replace := fs.Bool("replace", false, "move NAME to this machine even though NAME is already bound (replaced hardware)")
+	ekFile := fs.String("ek", "", "the machine's TPM endorsement key (PEM public key or EK certificate): pinned instead of recorded at first boot")
 	rest, err := cli.ParseInterleaved(fs, args)
 	if err != nil {
 		return usageErr(err)
 	}
 	if len(rest) != 1 {
-		return fmt.Errorf("%w: want exactly one NAME: bootd assign NAME [--mac MAC] [--replace]", errUsage)
+		return fmt.Errorf("%w: want exactly one NAME: bootd assign NAME [--mac MAC] [--replace] [--ek FILE]", errUsage)
+	}
+	req := ctl.AssignRequest{Name: rest[0], MAC: *mac, Replace: *replace}
+	if *ekFile != "" {
+		if req.EK, err = readEKFile(*ekFile); err != nil {
+			return err
+		}
 	}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
-	n, err := c.Assign(ctl.AssignRequest{Name: rest[0], MAC: *mac, Replace: *replace})
+	n, err := c.Assign(req)
 	var ce *ctl.Error
 	if errors.As(err, &ce) && len(ce.Waiting) > 0 {
 		fmt.Fprintf(os.Stderr, "bootd assign: %d machines are waiting; say which one is %s with --mac:\n\n", len(ce.Waiting), rest[0])
@@ -56,10 +73,33 @@ func runAssign(args []string) error {
 		os.Exit(1)
 	}
 	if err != nil {
+		if *ekFile != "" && strings.Contains(err.Error(), "TPM endorsement key") {
+			return fmt.Errorf("--ek %s: %w", *ekFile, err)
+		}
 		return err
 	}
 	printAssigned(os.Stdout, n)
 	return nil
+}
+
+// maxEKFile bounds what --ek reads: a certificate chain is a few KiB.
+const maxEKFile = 64 << 10
+
+// readEKFile reads --ek's file; the daemon parses it (one parser, one set of errors).
+func readEKFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--ek: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxEKFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("--ek %s: %w", path, err)
+	}
+	if len(b) > maxEKFile {
+		return nil, fmt.Errorf("--ek %s: larger than %d KiB: not an endorsement key or certificate", path, maxEKFile>>10)
+	}
+	return b, nil
 }
 
 // printAssigned says what the node is now, which machine it replaced, and what it boots.
@@ -67,6 +107,9 @@ func printAssigned(w io.Writer, r ctl.AssignReply) {
 	fmt.Fprintf(w, "%s is %s: %s, address %s; ", r.MAC, r.Name, r.Role, r.Address)
 	if r.Replaced != "" {
 		fmt.Fprintf(w, "it replaces %s, which bootd forgot (netbooted again, that machine waits to be named); ", r.Replaced)
+	}
+	if r.TPM != nil && r.TPM.Pinned {
+		fmt.Fprintf(w, "its TPM endorsement key is %s (pinned); ", r.TPM.EKSHA256)
 	}
 	switch img := r.Image; {
 	case img.Name == "": // a daemon older than this command: it does not say

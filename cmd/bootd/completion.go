@@ -35,7 +35,7 @@ var bootdCompletion = completion.Program{
 			{Name: "state-dir", Values: completion.Dirs}, {Name: "images", Values: completion.Dirs}, {Name: "ipxe-dir", Values: completion.Dirs},
 			{Name: "log-format", Values: completion.Words("text", "json")}, {Name: "debug"}, {Name: "empty-inventory"}}},
 		{Name: "nodes", Flags: append([]completion.Flag{{Name: "json"}}, stateFlags...)},
-		{Name: "assign", Flags: append([]completion.Flag{{Name: "mac", Values: completion.Ask("waiting")}, {Name: "replace"}}, stateFlags...),
+		{Name: "assign", Flags: append([]completion.Flag{{Name: "mac", Values: completion.Ask("waiting")}, {Name: "replace"}, {Name: "ek", Values: completion.Files}}, stateFlags...),
 			Args: []completion.Values{completion.Ask("free"), completion.None}},
 		{Name: "unassign", Flags: stateFlags, Args: []completion.Values{completion.Ask("nodes"), completion.None}},
 		{Name: "power", Flags: append([]completion.Flag{{Name: "json"}, {Name: "default"}}, stateFlags...),

@@ -19,6 +19,12 @@ import (
 	"github.com/labcluster/gpucluster/internal/testkit/golden"
 )
 
+// Endorsement keys as the inventory records them: one a node presented, one the admin pinned.
+var (
+	tpmFirstBoot = inventory.TPM{EK: []byte("ek1"), EKSHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}
+	tpmPinned    = inventory.TPM{EK: []byte("ek2"), EKSHA256: "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752", Pinned: true}
+)
+
 func TestPrintNodes(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	t.Setenv("TZ", "UTC")
@@ -26,7 +32,9 @@ func TestPrintNodes(t *testing.T) {
 		Nodes: []inventory.Node{
 			{Name: "master", Role: "master", MAC: "52:54:00:00:00:01", Address: netip.MustParseAddr("10.80.0.100"), State: inventory.StateUp, LastSeen: now.Add(-5 * time.Second)},
 			{Name: "c1", Role: "compute", MAC: "52:54:00:00:00:03", Address: netip.MustParseAddr("10.80.0.101"), State: inventory.StateReady, LastSeen: now.Add(-2 * time.Second),
-				Hardware: &inventory.Hardware{CPUs: 16, RealMemoryMiB: 64000, GPUs: []inventory.GPU{{Type: "rtx3090", File: "/dev/nvidia0"}, {Type: "rtx3090", File: "/dev/nvidia1"}}}},
+				Hardware: &inventory.Hardware{CPUs: 16, RealMemoryMiB: 64000, GPUs: []inventory.GPU{{Type: "rtx3090", File: "/dev/nvidia0"}, {Type: "rtx3090", File: "/dev/nvidia1"}}},
+				TPM:      &tpmFirstBoot},
+			{Name: "c2", Role: "compute", MAC: "52:54:00:00:00:04", Address: netip.MustParseAddr("10.80.0.102"), State: inventory.StateAssigned, TPM: &tpmPinned},
 		},
 		Waiting: []inventory.Machine{{MAC: "52:54:00:00:00:02", Facts: inventory.Facts{Manufacturer: "QEMU", Product: "Standard PC", Platform: "efi", Arch: "x86_64"},
 			FirstSeen: now.Add(-2 * time.Minute), LastSeen: now.Add(-time.Second)}},
@@ -51,19 +59,23 @@ func TestPrintAssigned(t *testing.T) {
 		name     string
 		replaced string
 		image    ctl.BootImage
+		tpm      *inventory.TPM
 	}{
-		{"image-ready", "", ctl.BootImage{Name: "compute", Version: "2026.11.21-1", Dir: "/var/lib/bootd/images"}},
-		{"replaced", "52:54:00:00:00:04", ctl.BootImage{Name: "compute", Version: "2026.11.21-1", Dir: "/var/lib/bootd/images"}},
+		{"image-ready", "", ctl.BootImage{Name: "compute", Version: "2026.11.21-1", Dir: "/var/lib/bootd/images"}, nil},
+		{"ek-pinned", "", ctl.BootImage{Name: "compute", Version: "2026.11.21-1", Dir: "/var/lib/bootd/images"}, &tpmPinned},
+		{"replaced", "52:54:00:00:00:04", ctl.BootImage{Name: "compute", Version: "2026.11.21-1", Dir: "/var/lib/bootd/images"}, nil},
 		{"no-image", "", ctl.BootImage{Name: "compute", Dir: "/var/lib/bootd/images",
-			Problem: "resolve image compute: open /var/lib/bootd/images/compute: no such file or directory: not found"}},
+			Problem: "resolve image compute: open /var/lib/bootd/images/compute: no such file or directory: not found"}, nil},
 		{"pinned-missing", "", ctl.BootImage{Name: "compute", Pinned: "2026.11.20-1", Dir: "/srv/images",
-			Problem: "resolve image compute pinned to 2026.11.20-1: not found"}},
-		{"older-daemon", "", ctl.BootImage{}},
-		{"verifying", "", ctl.BootImage{Name: "compute", Dir: "/var/lib/bootd/images", Verifying: true}},
+			Problem: "resolve image compute pinned to 2026.11.20-1: not found"}, nil},
+		{"older-daemon", "", ctl.BootImage{}, nil},
+		{"verifying", "", ctl.BootImage{Name: "compute", Dir: "/var/lib/bootd/images", Verifying: true}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			printAssigned(&buf, ctl.AssignReply{Node: node, Replaced: tt.replaced, Image: tt.image})
+			n := node
+			n.TPM = tt.tpm
+			printAssigned(&buf, ctl.AssignReply{Node: n, Replaced: tt.replaced, Image: tt.image})
 			golden.Check(t, "testdata/assign-"+tt.name+".txt", buf.Bytes())
 		})
 	}

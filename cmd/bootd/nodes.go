@@ -18,15 +18,22 @@ import (
 
 const nodesHelp = `Usage: bootd nodes [--json]
 
-Shows the assigned nodes (name, role, MAC, address, state, hardware, last seen) and the machines
-waiting to be named (MAC, vendor/model, serial, first and last seen). A node's states, in order:
-assigned (named, not yet booted as such), booting (fetched its boot script), up (reported itself
-from its address), ready (reported its hardware: CPUs, memory, GPUs, as Slurm will see them),
-validated (passed 'bootd check' since: munge, Slurm, srun, NFS, time, modules, GPUs work on it).
-POWER is what the node's BMC last said (bootd asks every minute and after 'bootd power'): on,
-off, or ? when it did not answer; "woken" after a Wake-on-LAN packet; - for a node without a BMC.
-Then, if there are any, the UEFI PCs that fetched iPXE and never started it, with what to do:
-a board that hangs in ipxe.efi gets snponly.efi next; one that refuses both has Secure Boot on.
+Shows the assigned nodes (name, role, MAC, address, state, power, identity, hardware, last seen)
+and the machines waiting to be named (MAC, vendor/model, serial, first and last seen). A node's
+states, in order: assigned (named, not yet booted as such), booting (fetched its boot script), up
+(reported itself from its address), ready (reported its hardware: CPUs, memory, GPUs, as Slurm
+will see them), validated (passed 'bootd check' since: munge, Slurm, srun, NFS, time, modules,
+GPUs work on it). POWER is what the node's BMC last said (bootd asks every minute and after
+'bootd power'): on, off, or ? when it did not answer; "woken" after a Wake-on-LAN packet; - for a
+node without a BMC. Then, if there are any, the UEFI PCs that fetched iPXE and never started it,
+with what to do: a board that hangs in ipxe.efi gets snponly.efi next; one that refuses both has
+Secure Boot on.
+
+IDENTITY is how bootd knows the node when it hands out its secrets: "TPM" and the first 16 hex
+digits of its TPM endorsement key's SHA-256 (--json has all of them; "pinned": given with
+bootd assign --ek), whose secrets only that TPM can open; or "MAC+address", the weaker check of a
+node without a TPM on record (yet): a machine that copies its MAC and address gets its secrets
+(SECURITY.md).
 `
 
 func runNodes(args []string) error {
@@ -58,14 +65,22 @@ func runNodes(args []string) error {
 
 func printNodes(w io.Writer, r ctl.NodesReply, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tPOWER\tHARDWARE\tLAST SEEN\n")
+	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tPOWER\tIDENTITY\tHARDWARE\tLAST SEEN\n")
+	weaker := 0
 	for _, n := range r.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, nodePower(r.Power, n.Name), hardware(n.Hardware), ago(n.LastSeen, now))
+		if n.TPM == nil {
+			weaker++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, nodePower(r.Power, n.Name),
+			identity(n.TPM), hardware(n.Hardware), ago(n.LastSeen, now))
 	}
 	if len(r.Nodes) == 0 {
 		fmt.Fprintf(tw, "(none)\n")
 	}
 	tw.Flush()
+	if weaker > 0 {
+		fmt.Fprintf(w, "MAC+address: no TPM on record, a weaker check: a machine that copies such a node's MAC and address gets its secrets (SECURITY.md)\n")
+	}
 	fmt.Fprintln(w)
 	printWaiting(w, r.Waiting, now)
 	printNotStarted(w, r.NotStarted, now)
@@ -116,6 +131,18 @@ func ago(t, now time.Time) string {
 func orDash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	return s
+}
+
+// identity says how bootd knows a node: by its TPM's endorsement key, or by MAC and address only.
+func identity(t *inventory.TPM) string {
+	if t == nil {
+		return "MAC+address"
+	}
+	s := "TPM " + t.EKSHA256[:min(16, len(t.EKSHA256))]
+	if t.Pinned {
+		s += " (pinned)"
 	}
 	return s
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/dhcpd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
+	"github.com/labcluster/gpucluster/internal/nodetpm"
 	"github.com/labcluster/gpucluster/internal/power"
 )
 
@@ -306,9 +307,18 @@ func (c controller) Assign(r ctl.AssignRequest) (inventory.Assignment, error) {
 			return inventory.Assignment{}, ctl.Invalid(err)
 		}
 	}
+	req := inventory.AssignRequest{Name: p.Name, Role: p.Role, Address: p.Address, MAC: r.MAC, Replace: r.Replace}
+	if r.EK != nil {
+		ek, err := nodetpm.ParseEKFile(r.EK)
+		if err != nil {
+			return inventory.Assignment{}, ctl.Invalid(fmt.Errorf("TPM endorsement key: %w", err))
+		}
+		t := inventory.NewTPM(ek.DER, true, time.Now())
+		req.TPM = &t
+	}
 	c.d.identity.Lock()
 	defer c.d.identity.Unlock()
-	a, err := c.d.inv.Assign(inventory.AssignRequest{Name: p.Name, Role: p.Role, Address: p.Address, MAC: r.MAC, Replace: r.Replace})
+	a, err := c.d.inv.Assign(req)
 	if err != nil {
 		return a, err
 	}
@@ -317,6 +327,9 @@ func (c controller) Assign(r ctl.AssignRequest) (inventory.Assignment, error) {
 	fields := map[string]any{"node": a.Name, "mac": a.MAC, "address": a.Address, "role": a.Role}
 	if a.Replaced != nil {
 		fields["replaces"] = a.Replaced.MAC // forgotten: netbooted again, it waits to be named
+	}
+	if req.TPM != nil {
+		fields["tpm_ek_sha256"] = req.TPM.EKSHA256
 	}
 	c.d.log.WithFields(fields).Info("machine assigned")
 	return a, nil

@@ -64,6 +64,9 @@ type AssignRequest struct {
 	Name    string `json:"name"`
 	MAC     string `json:"mac,omitempty"`
 	Replace bool   `json:"replace,omitempty"`
+	// EK is the machine's TPM endorsement key as the admin has it (bootd assign --ek FILE: the
+	// file's bytes, PEM or DER), pinned on the node; nil: recorded at the node's first boot.
+	EK []byte `json:"ek,omitempty"`
 }
 
 // AssignReply is the answer to POST /v1/assign: the node as bound, the machine it replaced, and

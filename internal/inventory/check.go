@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // check refuses a state bootd would misread. After a clean stop the file alone is the state, to
@@ -46,6 +47,11 @@ func (n Node) check() error {
 		return errors.New("address is missing")
 	case !n.Address.Is4():
 		return fmt.Errorf("address %s is not an IPv4 address", n.Address)
+	}
+	if n.TPM != nil {
+		if want := NewTPM(n.TPM.EK, false, time.Time{}).EKSHA256; len(n.TPM.EK) == 0 || n.TPM.EKSHA256 != want {
+			return fmt.Errorf("tpm: ek_sha256 %q is not the SHA-256 of ek (%q): the endorsement key was edited; remove \"tpm\" to record it again at the node's next boot", n.TPM.EKSHA256, want)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOpenRefusesBadEntries: a hand-edited inventory with an entry bootd could not match is
@@ -37,6 +38,9 @@ func TestOpenRefusesBadEntries(t *testing.T) {
 		{"name twice", inv(c1+","+edit(c2, `"c2"`, `"c1"`), ""), `nodes[1] ("c1"): name c1: nodes[0] has it too`},
 		{"mac twice", inv(c1+","+edit(c2, "00:02", "00:01"), ""), `nodes[1] ("c2"): mac 52:54:00:00:00:01: nodes[0] has it too`},
 		{"address twice", inv(c1+","+edit(c2, ".102", ".101"), ""), `nodes[1] ("c2"): address 10.80.0.101: nodes[0] has it too`},
+		{"tpm", inv(edit(c1, `"state":"up"`, `"state":"up","tpm":{"ek":"ZWs=","ek_sha256":"`+NewTPM([]byte("ek"), false, time.Time{}).EKSHA256+`"}`), ""), ""},
+		{"tpm fingerprint edited", inv(edit(c1, `"state":"up"`, `"state":"up","tpm":{"ek":"ZWs=","ek_sha256":"00"}`), ""),
+			`nodes[0] ("c1"): tpm: ek_sha256 "00" is not the SHA-256 of ek`},
 		{"bad waiting mac", inv(c1, `{"mac":"52:54:00:00:00:09"},{"mac":"nope"}`), `waiting[1]: mac: "nope" is not`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,6 +18,10 @@ type AssignRequest struct {
 	MAC     string
 	// Replace moves an existing name to new hardware (e.g. a replaced motherboard).
 	Replace bool
+	// TPM pins the machine's TPM endorsement key (bootd assign --ek): set on the new binding, or
+	// on the node when the name is bound to that machine already. nil: the node's first overlay
+	// request that carries a key records it.
+	TPM *TPM
 }
 
 // NodeByMAC returns the node bound to mac.
@@ -118,12 +122,21 @@ func (s *Store) Assign(req AssignRequest) (Assignment, error) {
 	defer s.mu.Unlock()
 	s.pruneWaiting(s.now())
 	mac, err := s.pickMAC(req.MAC)
+	if req.MAC == "" && req.TPM != nil && !req.Replace {
+		// `bootd assign c4 --ek FILE` for a c4 already bound pins its key: that machine is meant.
+		if i, ierr := s.nodeIndex(req.Name); ierr == nil {
+			mac, err = s.data.Nodes[i].MAC, nil
+		}
+	}
 	if err != nil {
 		return Assignment{}, err
 	}
 	if i := slices.IndexFunc(s.data.Nodes, func(n Node) bool { return n.MAC == mac }); i >= 0 {
 		n := s.data.Nodes[i]
 		if n.Name == req.Name {
+			if req.TPM != nil {
+				return s.pinTPM(i, *req.TPM)
+			}
 			return Assignment{Node: n}, nil // already so: assigning twice is harmless
 		}
 		return Assignment{}, &Conflict{fmt.Sprintf("machine %s is already %s (%s, %s); run `bootd unassign %s` first", mac, n.Name, n.Role, n.Address, n.Name)}
@@ -176,7 +189,7 @@ func (s *Store) bind(req AssignRequest, m Machine) (Assignment, error) {
 	}
 	node := Node{
 		Name: req.Name, Role: req.Role, MAC: m.MAC, Address: req.Address, State: StateAssigned,
-		Facts: m.Facts, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen, AssignedAt: s.now(),
+		Facts: m.Facts, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen, AssignedAt: s.now(), TPM: req.TPM,
 	}
 	s.data.Nodes = slices.DeleteFunc(slices.Clone(s.data.Nodes), func(n Node) bool { return n.Name == req.Name })
 	s.data.Nodes = append(s.data.Nodes, node)
@@ -346,4 +359,61 @@ func (s *Store) SetChecked(name string, passed bool) (node Node, changed bool, e
 		return Node{}, false, err
 	}
 	return s.data.Nodes[i], true, nil
+}
+
+// pinTPM sets the endorsement key of node i, which the admin named (assign --ek for a node
+// already bound): it replaces any key recorded before. Callers hold s.mu, taken with lockIdle.
+func (s *Store) pinTPM(i int, t TPM) (Assignment, error) {
+	old := s.data
+	s.data.Nodes = slices.Clone(s.data.Nodes)
+	n := &s.data.Nodes[i]
+	n.TPM = &t
+	if err := s.saveOr(old); err != nil {
+		return Assignment{}, err
+	}
+	return Assignment{Node: *n}, nil
+}
+
+// TPMMismatch is RecordTPM's refusal: the node has another endorsement key on record.
+type TPMMismatch struct {
+	Node     string
+	Recorded TPM
+}
+
+func (e *TPMMismatch) Error() string {
+	how := "recorded at its first boot"
+	if e.Recorded.Pinned {
+		how = "pinned by bootd assign --ek"
+	}
+	return fmt.Sprintf("%s's TPM endorsement key is %s (%s), not this one", e.Node, e.Recorded.EKSHA256, how)
+}
+
+// RecordTPM checks the endorsement key a request from node name (assigned at assignedAt)
+// presents: the node's key when one is on record, else t becomes it (trust on first use). It
+// returns the node as recorded; a different key is a *TPMMismatch, and a node assigned anew
+// since the caller identified it is ErrNotFound.
+func (s *Store) RecordTPM(name string, assignedAt time.Time, t TPM) (Node, error) {
+	s.lockIdle()
+	defer s.mu.Unlock()
+	i, err := s.nodeIndex(name)
+	if err != nil {
+		return Node{}, err
+	}
+	n := s.data.Nodes[i]
+	if !n.AssignedAt.Equal(assignedAt) {
+		return Node{}, fmt.Errorf("node %s was assigned again meanwhile: %w", name, ErrNotFound)
+	}
+	if n.TPM != nil {
+		if !n.TPM.SameKey(&t) {
+			return n, &TPMMismatch{Node: name, Recorded: *n.TPM}
+		}
+		return n, nil
+	}
+	old := s.data
+	s.data.Nodes = slices.Clone(s.data.Nodes)
+	s.data.Nodes[i].TPM = &t
+	if err := s.saveOr(old); err != nil {
+		return Node{}, err
+	}
+	return s.data.Nodes[i], nil
 }

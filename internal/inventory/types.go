@@ -1,6 +1,9 @@
 package inventory
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -65,6 +68,34 @@ type Node struct {
 	FirstSeen  time.Time  `json:"first_seen"`
 	LastSeen   time.Time  `json:"last_seen"`
 	AssignedAt time.Time  `json:"assigned_at"`
+	// TPM is the node's TPM endorsement key: its overlay is sealed to it, and a request that
+	// does not present it is refused. nil: no TPM recorded (yet), so the node is known by its
+	// MAC and address only (SECURITY.md).
+	TPM *TPM `json:"tpm,omitempty"`
+}
+
+// TPM is a node's TPM 2.0 endorsement key as recorded: at the node's first overlay request that
+// carried one after its assignment (trust on first use), or given by the admin (bootd assign
+// --ek).
+type TPM struct {
+	// EK is the endorsement key's public key, PKIX DER (base64 in JSON).
+	EK []byte `json:"ek"`
+	// EKSHA256 is the hex SHA-256 of EK: the fingerprint `bootd nodes` shows.
+	EKSHA256 string `json:"ek_sha256"`
+	// Pinned: the admin gave the key; otherwise the node presented it first.
+	Pinned   bool      `json:"pinned,omitempty"`
+	Recorded time.Time `json:"recorded"`
+}
+
+// NewTPM is the record of endorsement key ekDER (PKIX DER).
+func NewTPM(ekDER []byte, pinned bool, at time.Time) TPM {
+	sum := sha256.Sum256(ekDER)
+	return TPM{EK: ekDER, EKSHA256: hex.EncodeToString(sum[:]), Pinned: pinned, Recorded: at}
+}
+
+// SameKey reports whether t and o record the same endorsement key.
+func (t *TPM) SameKey(o *TPM) bool {
+	return t != nil && o != nil && bytes.Equal(t.EK, o.EK)
 }
 
 // Machine is an unknown machine that netbooted and waits to be named.
