@@ -215,21 +215,6 @@ func (m machines) Boot(mac net.HardwareAddr, from netip.Addr, f httpd.Facts) (ht
 	return t, true, nil
 }
 
-func (m machines) Hello(a netip.Addr) (httpd.Target, error) {
-	n, err := m.d.inv.NodeByAddress(a)
-	if errors.Is(err, inventory.ErrNotFound) {
-		return httpd.Target{}, fmt.Errorf("no node has address %s: %w", a, httpd.ErrNotFound)
-	}
-	if err != nil {
-		return httpd.Target{}, err
-	}
-	if n, err = m.d.inv.SetState(n.Name, inventory.StateUp); err != nil {
-		return httpd.Target{}, err
-	}
-	m.d.stages.set(n.Name, "reported up")
-	return m.d.target(n)
-}
-
 func (m machines) Inventory() any { return m.d.nodesReply() }
 
 // checkSource accepts a machine's request only from an address bootd gave that MAC: its node

@@ -32,7 +32,8 @@ func assignC1(t *testing.T, d *daemon, mac string, replace bool) error {
 func c1HostKey(t *testing.T, d *daemon, mac string) string {
 	t.Helper()
 	d.neighbourMAC = func(netip.Addr) (string, error) { return mac, nil }
-	_, files, err := nodes{d}.Overlay(netip.MustParseAddrPort(c1From))
+	o, err := nodes{d}.Overlay(netip.MustParseAddrPort(c1From), nil)
+	files := o.Files
 	if err != nil {
 		t.Fatalf("overlay of c1 for %s: %v", mac, err)
 	}
@@ -81,7 +82,8 @@ func TestReplaceWaitsForOverlayInFlight(t *testing.T) {
 	}
 	old := c1HostKey(t, d, machineA)
 	waitReplaced := replaceDuringIdentify(t, d)
-	_, files, err := nodes{d}.Overlay(netip.MustParseAddrPort(c1From))
+	o, err := nodes{d}.Overlay(netip.MustParseAddrPort(c1From), nil)
+	files := o.Files
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestReplaceWaitsForOverlayInFlight(t *testing.T) {
 		t.Error("A's request got other keys than A's own")
 	}
 	d.neighbourMAC = func(netip.Addr) (string, error) { return machineA, nil }
-	if _, _, err := (nodes{d}).Overlay(netip.MustParseAddrPort(c1From)); err == nil {
+	if _, err := (nodes{d}).Overlay(netip.MustParseAddrPort(c1From), nil); err == nil {
 		t.Error("A's overlay request served after the replace")
 	}
 }
@@ -113,7 +115,7 @@ func TestReplaceWaitsForHardwareReportInFlight(t *testing.T) {
 	}
 	waitReplaced := replaceDuringIdentify(t, d)
 	report := `{"slurmd_c":"NodeName=c1 CPUs=8 RealMemory=15866","gpus":["NVIDIA GeForce RTX 3090"]}`
-	if _, _, err := (nodes{d}).ReportHardware(netip.MustParseAddrPort(c1From), []byte(report)); err != nil {
+	if _, _, err := (nodes{d}).ReportHardware(netip.MustParseAddrPort(c1From), "", []byte(report)); err != nil {
 		t.Fatal(err)
 	}
 	waitReplaced()
@@ -237,7 +239,7 @@ func TestHardwareReportChanged(t *testing.T) {
 		{"no GPU list at all", `{` + line + `}`, true},
 		{"no GPUs again, as an empty list", `{` + line + `,"gpus":[]}`, false},
 	} {
-		_, changed, err := (nodes{d}).ReportHardware(netip.MustParseAddrPort(c1From), []byte(step.report))
+		_, changed, err := (nodes{d}).ReportHardware(netip.MustParseAddrPort(c1From), "", []byte(step.report))
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}

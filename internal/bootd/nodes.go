@@ -36,20 +36,47 @@ func (d *daemon) identify(from netip.AddrPort) (inventory.Node, error) {
 	return n, nil
 }
 
-// nodes serves booted nodes: their overlay, their hardware report, the master's power requests.
+// nodes serves booted nodes: their overlay, their hello, their hardware report, the master's
+// power requests.
 type nodes struct{ d *daemon }
 
-func (n nodes) Power(ctx context.Context, from netip.AddrPort, request []byte) (string, []byte, error) {
-	return n.d.nodePower(ctx, from, request)
+func (n nodes) Power(ctx context.Context, from netip.AddrPort, token string, request []byte) (string, []byte, error) {
+	return n.d.nodePower(ctx, from, token, request)
 }
 
-// ReportHardware records a node's report and says whether it changed what bootd held: a node's
-// first report (its first boot fetched its overlay before it could report) or new hardware
-// (another GPU) changes its gres.conf and slurmd options, which the node then fetches again.
-func (n nodes) ReportHardware(from netip.AddrPort, report []byte) (string, bool, error) {
+// Hello records that the node asking is up: identified as for its overlay, and, for a node with a
+// TPM, showing the token of its sealed overlay.
+func (n nodes) Hello(from netip.AddrPort, token string) (httpd.Target, error) {
 	n.d.identity.RLock()
 	defer n.d.identity.RUnlock()
-	node, err := n.d.identify(from)
+	node, err := n.d.identifyReport(from, token)
+	if err != nil {
+		return httpd.Target{}, err
+	}
+	if node, err = n.d.inv.SetState(node.Name, inventory.StateUp); err != nil {
+		return httpd.Target{}, err
+	}
+	n.d.stages.set(node.Name, "reported up")
+	return n.d.target(node)
+}
+
+// identifyReport is identify, and the node's token for a node with a TPM.
+func (d *daemon) identifyReport(from netip.AddrPort, token string) (inventory.Node, error) {
+	node, err := d.identify(from)
+	if err != nil {
+		return node, err
+	}
+	return node, d.checkToken(node, token)
+}
+
+// ReportHardware records a node's report (identified and with its token, as for Hello) and says
+// whether it changed what bootd held: a node's first report (its first boot fetched its overlay
+// before it could report) or new hardware (another GPU) changes its gres.conf and slurmd options,
+// which the node then fetches again.
+func (n nodes) ReportHardware(from netip.AddrPort, token string, report []byte) (string, bool, error) {
+	n.d.identity.RLock()
+	defer n.d.identity.RUnlock()
+	node, err := n.d.identifyReport(from, token)
 	if err != nil {
 		return "", false, err
 	}

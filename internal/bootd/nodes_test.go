@@ -92,7 +92,8 @@ func TestOverlayGoesToItsNode(t *testing.T) {
 	d.neighbourMAC = func(a netip.Addr) (string, error) {
 		return map[string]string{"10.80.0.100": "52:54:00:00:00:01", "10.80.0.101": "52:54:00:00:00:02"}[a.String()], nil
 	}
-	name, files, err := nodes{d}.Overlay(netip.MustParseAddrPort("10.80.0.101:700"))
+	o, err := nodes{d}.Overlay(netip.MustParseAddrPort("10.80.0.101:700"), nil)
+	name, files := o.Node, o.Files
 	if err != nil || name != "c1" {
 		t.Fatalf("Overlay = %s, %v", name, err)
 	}

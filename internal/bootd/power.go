@@ -201,9 +201,9 @@ type nodePowerRequest struct {
 // run bootd-power, which asks from a privileged port): identified as the overlay's requests
 // are, and for computes only. The reply is one line per node, for a shell script:
 // "NAME METHOD ok|failed WHAT".
-func (d *daemon) nodePower(ctx context.Context, from netip.AddrPort, body []byte) (string, []byte, error) {
+func (d *daemon) nodePower(ctx context.Context, from netip.AddrPort, token string, body []byte) (string, []byte, error) {
 	d.identity.RLock()
-	asker, err := d.identify(from)
+	asker, err := d.identifyReport(from, token)
 	d.identity.RUnlock()
 	if err != nil {
 		return "", nil, err

@@ -172,7 +172,7 @@ func TestNodePower(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			asked := len(bs.asked)
-			_, reply, err := d.nodePower(context.Background(), netip.MustParseAddrPort(tt.from), []byte(tt.body))
+			_, reply, err := d.nodePower(context.Background(), netip.MustParseAddrPort(tt.from), "", []byte(tt.body))
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || len(bs.asked) != asked {
 					t.Fatalf("err %v, want %v; BMCs asked %q", err, tt.wantErr, bs.asked[asked:])

@@ -148,16 +148,16 @@ func (s *Server) inventory(w http.ResponseWriter, _ *http.Request) {
 	_ = enc.Encode(s.machines.Inventory())
 }
 
-// hello lets a booted node report itself: it is known by the static address it calls from.
+// hello lets a booted node report itself up: it is identified as for its overlay.
 func (s *Server) hello(w http.ResponseWriter, r *http.Request) {
-	from, err := remoteAddr(r)
+	from, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		http.Error(w, "bad remote address", http.StatusBadRequest)
 		return
 	}
-	t, err := s.machines.Hello(from)
+	t, err := s.nodes.Hello(netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), nodeToken(r))
 	if err != nil {
-		s.notFound(w, r, err)
+		s.refuse(w, r, err, "hello")
 		return
 	}
 	s.log.WithFields(logrus.Fields{"node": t.Name, "address": t.Address}).Info("node is up")

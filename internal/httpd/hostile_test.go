@@ -24,10 +24,13 @@ import (
 // anyNodes accepts every hardware report.
 type anyNodes struct{}
 
-func (anyNodes) Overlay(netip.AddrPort) (string, []OverlayFile, error)       { return "", nil, ErrForbidden }
-func (anyNodes) ReportHardware(netip.AddrPort, []byte) (string, bool, error) { return "c4", false, nil }
-func (anyNodes) Kickstart(netip.Addr) (string, io.ReadCloser, error)         { return "", nil, ErrForbidden }
-func (anyNodes) Power(context.Context, netip.AddrPort, []byte) (string, []byte, error) {
+func (anyNodes) Overlay(netip.AddrPort, *TPMKeys) (Overlay, error) { return Overlay{}, ErrForbidden }
+func (anyNodes) Hello(netip.AddrPort, string) (Target, error)      { return Target{}, ErrForbidden }
+func (anyNodes) ReportHardware(netip.AddrPort, string, []byte) (string, bool, error) {
+	return "c4", false, nil
+}
+func (anyNodes) Kickstart(netip.Addr) (string, io.ReadCloser, error) { return "", nil, ErrForbidden }
+func (anyNodes) Power(context.Context, netip.AddrPort, string, []byte) (string, []byte, error) {
 	return "", nil, ErrForbidden
 }
 

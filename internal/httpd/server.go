@@ -44,8 +44,6 @@ type Machines interface {
 	// it waits to be named. An error wrapping ErrForbidden refuses a request that does not come
 	// from the address bootd gave that MAC.
 	Boot(mac net.HardwareAddr, from netip.Addr, facts Facts) (t Target, ok bool, err error)
-	// Hello records that the node whose static address is addr is up, and returns its target.
-	Hello(addr netip.Addr) (Target, error)
 	// Inventory is the JSON view of nodes and waiting machines.
 	Inventory() any
 }
@@ -142,9 +140,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /ipxe/{file}", s.loader)
 	mux.HandleFunc("GET /images/{image}/{version}/{file}", s.imageFile)
 	mux.HandleFunc("GET /api/v1/nodes", s.inventory)
-	mux.HandleFunc("GET /api/v1/hello", s.hello)
 	if s.nodes != nil {
+		mux.HandleFunc("GET /api/v1/hello", s.hello)
 		mux.HandleFunc("GET /api/v1/node/overlay", s.overlay)
+		mux.HandleFunc("POST /api/v1/node/overlay", s.overlay)
 		mux.HandleFunc("POST /api/v1/node/hardware", s.hardware)
 		mux.HandleFunc("GET /api/v1/node/kickstart", s.kickstart)
 		mux.HandleFunc("POST /api/v1/node/power", s.power)
@@ -158,7 +157,8 @@ func (s *Server) Handler() http.Handler {
 
 // bodyTimeout bounds reading a request's body. ReadHeaderTimeout covers only the headers: a
 // client announcing a body and never sending it (or a byte a minute) would hold its connection
-// for ever. The one body bootd reads is a node's hardware report, a few hundred bytes.
+// for ever. The bodies bootd reads are a node's hardware report and its TPM keys, a few hundred
+// bytes each.
 var bodyTimeout = 10 * time.Second // a variable for tests
 
 // shutdownGrace is how long a stopping bootd lets downloads in flight finish before it cuts

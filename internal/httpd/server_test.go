@@ -47,13 +47,6 @@ func (f *fakeMachines) Boot(mac net.HardwareAddr, from netip.Addr, facts Facts) 
 	return Target{}, false, nil
 }
 
-func (f *fakeMachines) Hello(a netip.Addr) (Target, error) {
-	if a == netip.MustParseAddr("127.0.0.1") {
-		return f.target(), nil
-	}
-	return Target{}, fmt.Errorf("no node at %s: %w", a, ErrNotFound)
-}
-
 func (f *fakeMachines) Inventory() any { return map[string]int{"nodes": 1} }
 
 // fakeFiles serves files from a directory and fails the test if it is asked for a path.
@@ -179,7 +172,6 @@ func TestRequests(t *testing.T) {
 		{"machine without mac", "/ipxe/machine", nil, 400, ""},
 		{"machine with bad mac", "/ipxe/machine?mac=zz", nil, 400, ""},
 		{"machine asking from the wrong address", "/ipxe/machine?mac=52-54-00-00-00-66", nil, 403, ""},
-		{"hello from a node address", "/api/v1/hello", nil, 200, "c4 compute 10.80.0.104"},
 		{"api nodes", "/api/v1/nodes", nil, 200, "{"},
 		{"healthz", "/healthz", nil, 200, "ok"},
 	}

@@ -35,10 +35,11 @@ type Store struct {
 	keygen func(dir string, typ KeyType, comment string) (KeyPair, error)
 
 	// Guarded by mu: what the files hold, once read or written.
-	cluster *ClusterSecrets
-	hosts   map[string]heldKeys    // by node name
-	revoked []revokedKey           // the revoked list, read at Open
-	bmc     map[string]BMCPassword // BMC passwords by file name, once read ("": no file)
+	cluster  *ClusterSecrets
+	hosts    map[string]heldKeys    // by node name
+	revoked  []revokedKey           // the revoked list, read at Open
+	bmc      map[string]BMCPassword // BMC passwords by file name, once read ("": no file)
+	tokenKey []byte                 // the node-token key, once read or made
 }
 
 // heldKeys are one node's host keys as its directory holds them.

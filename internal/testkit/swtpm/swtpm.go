@@ -198,3 +198,56 @@ func (t *TPM) EKPEM(ctx context.Context) ([]byte, error) {
 	}
 	return os.ReadFile(filepath.Join(dir, "ek.pem"))
 }
+
+// Keys makes, in dir, what a node presents to bootd, as bootd-node does with tpm2-tools: the
+// endorsement key (TCG template, RSA 2048) and an attestation key under it. It returns their
+// TPM2B_PUBLICs; dir keeps the contexts Activate needs.
+func (t *TPM) Keys(ctx context.Context, dir string) (ek, ak []byte, err error) {
+	steps := [][]string{
+		{"tpm2_createek", "-G", "rsa", "-c", "ek.ctx", "-u", "ek.pub"},
+		// Without a resource manager (swtpm on TCP), objects stay loaded after each tool.
+		{"tpm2_flushcontext", "-t"},
+		{"tpm2_createak", "-C", "ek.ctx", "-c", "ak.ctx", "-G", "rsa", "-g", "sha256", "-s", "rsassa", "-u", "ak.pub", "-n", "ak.name"},
+		{"tpm2_flushcontext", "-t"},
+	}
+	for _, s := range steps {
+		if _, err := t.Tool(ctx, dir, s[0], s[1:]...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if ek, err = os.ReadFile(filepath.Join(dir, "ek.pub")); err != nil {
+		return nil, nil, err
+	}
+	ak, err = os.ReadFile(filepath.Join(dir, "ak.pub"))
+	return ek, ak, err
+}
+
+// ErrRefused is Activate's error when the TPM itself refuses the credential (it was not made for
+// this TPM's EK and an AK loaded in it), as opposed to a failure before the TPM was asked.
+var ErrRefused = errors.New("the TPM refused to activate the credential")
+
+// Activate opens credential (tpm2_makecredential's file) with the keys Keys made in dir, as
+// bootd-node does, and returns the secret.
+func (t *TPM) Activate(ctx context.Context, dir string, credential []byte) ([]byte, error) {
+	if err := os.WriteFile(filepath.Join(dir, "cred"), credential, 0o600); err != nil {
+		return nil, err
+	}
+	_ = os.Remove(filepath.Join(dir, "secret"))
+	for _, s := range [][]string{{"tpm2_flushcontext", "-t"}, {"tpm2_startauthsession", "--policy-session", "-S", "session.ctx"}, {"tpm2_policysecret", "-S", "session.ctx", "-c", "e"}} {
+		if _, err := t.Tool(ctx, dir, s[0], s[1:]...); err != nil {
+			return nil, err
+		}
+	}
+	defer t.Tool(ctx, dir, "tpm2_flushcontext", "session.ctx")
+	out, err := t.Tool(ctx, dir, "tpm2_activatecredential", "-c", "ak.ctx", "-C", "ek.ctx", "-i", "cred", "-o", "secret", "-P", "session:session.ctx")
+	if err != nil {
+		// tpm2-tools names the TPM's own answer on a line of its own.
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "ERROR: Esys_ActivateCredential") {
+				return nil, fmt.Errorf("%w: %s", ErrRefused, l)
+			}
+		}
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(dir, "secret"))
+}
