@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,12 +36,14 @@ type nodePC struct {
 	name      string // the node it is assigned as
 	addr      string // the node's static address
 	memoryMiB int
+	tpm       bool // the PC has a TPM 2.0 (swtpm)
 }
 
 // nodeBootPCs are the PCs TestNodeBoot netboots, one per firmware: SeaBIOS whose e1000 ROM is
-// iPXE (straight to HTTP), and OVMF on virtio-net (native PXE: ipxe.efi over TFTP, then HTTP).
+// iPXE (straight to HTTP), with a TPM; and OVMF on virtio-net (native PXE: ipxe.efi over TFTP,
+// then HTTP), without one, as older PCs are.
 var nodeBootPCs = []nodePC{
-	{fw: vlab.BIOS, mac: "52:54:00:e2:b0:01", name: "c1", addr: "10.80.0.101", memoryMiB: nodeBootMemoryMiB},
+	{fw: vlab.BIOS, mac: "52:54:00:e2:b0:01", name: "c1", addr: "10.80.0.101", memoryMiB: nodeBootMemoryMiB, tpm: true},
 	{fw: vlab.UEFI, mac: "52:54:00:e2:b0:02", name: "c2", addr: "10.80.0.102", memoryMiB: nodeBootUEFIMemoryMiB},
 }
 
@@ -66,6 +69,10 @@ type nodeBoot struct {
 	b      *vlab.Bootd
 	rootfs artifact.File
 	initrd artifact.File
+
+	mu   sync.Mutex
+	tpms map[string]tpmKeys // by node name: the PC's TPM as read before it booted
+	vms  []*vlab.VM         // the PCs, up until the test ends
 }
 
 // TestNodeBoot is the node boot, end to end: imgbuild builds the compute image from stand-in
@@ -75,9 +82,12 @@ type nodeBoot struct {
 // mounts it under a tmpfs overlay and switches root; the image's (stand-in) systemd runs
 // bootd-overlay (the node's files, secrets included, from a privileged port) and bootd-report
 // (hello, then the hardware). bootd ends up listing each PC's node ready with the hardware it
-// reported.
+// reported. The BIOS PC has a TPM (swtpm): bootd records its endorsement key at this first boot
+// and seals its files to it, which the real tpm2-tools and openssl of the image open; the UEFI PC
+// has none and is listed as known by MAC and address only. Both stay up for what follows:
+// machines that copy their MACs and addresses (TestNodeBoot's impostor subtests, tpm_test.go).
 func TestNodeBoot(t *testing.T) {
-	requirePrereqs(t, "qemu-system-x86_64", "ip", "go", "ldd")
+	requirePrereqs(t, "qemu-system-x86_64", "ip", "go", "ldd", "swtpm", "tpm2_createek", "openssl")
 	requireFiles(t, vlab.OVMFPath, filepath.Join(vlab.IPXEDir, "ipxe.efi"), filepath.Join(vlab.IPXEDir, "undionly.kpxe"))
 	t.Setenv("SOURCE_DATE_EPOCH", testrepo.ImageEpoch)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -106,7 +116,8 @@ func TestNodeBoot(t *testing.T) {
 	b := startBootdWith(ctx, t, lab, filepath.Join(l.dir, "bootd"), "--config", config)
 	defer logTailOnFailure(t, b.Proc.LogPath)
 
-	nb := &nodeBoot{dir: l.dir, lab: lab, b: b, rootfs: rootfs, initrd: initrd}
+	nb := &nodeBoot{dir: l.dir, lab: lab, b: b, rootfs: rootfs, initrd: initrd, tpms: map[string]tpmKeys{}}
+	t.Cleanup(nb.killAll)
 	// Both PCs at once, as at a site: two machines waiting, each assigned by its MAC. Under TCG
 	// each VM keeps one core busy, so on two cores the pair takes about as long as the slower
 	// one alone (one after the other took the sum: 80 s against 41 s here).
@@ -128,6 +139,13 @@ func TestNodeBoot(t *testing.T) {
 		}
 	}
 
+	if t.Failed() {
+		return // the PCs the impostors would copy did not come up
+	}
+	// While both nodes are up (they stay so, silent on the network), machines copy their MACs and
+	// addresses (tpm_test.go).
+	nb.impostors(ctx, t)
+
 	t.Run("a root image whose sha256 differs is refused", func(t *testing.T) {
 		tamperedRoot(ctx, t, lab, l.dir, r.Dir, rootfs.SHA256, img.Manifest.Cmdline)
 	})
@@ -137,12 +155,21 @@ func TestNodeBoot(t *testing.T) {
 // fetches, checks and mounts the root image, the image's systemd gets the node's overlay and
 // says hello, and bootd lists the node ready with its hardware. It returns the figures line.
 func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
-	spec := vlab.VMSpec{Name: "nodeboot-" + pc.fw.String() + "-" + pc.name, MAC: mustMAC(pc.mac), Firmware: pc.fw, MemoryMiB: pc.memoryMiB}
+	// The PC stays up once it has reported (it is killed when TestNodeBoot ends).
+	spec := vlab.VMSpec{Name: "nodeboot-" + pc.fw.String() + "-" + pc.name, MAC: mustMAC(pc.mac), Firmware: pc.fw, MemoryMiB: pc.memoryMiB,
+		AssetTag: testrepo.HoldAssetTag}
+	if pc.tpm {
+		spec.TPMDir = filepath.Join(nb.dir, pc.name+"-tpm")
+		keys := readTPM(ctx, t, spec.TPMDir)
+		nb.mu.Lock()
+		nb.tpms[pc.name] = keys
+		nb.mu.Unlock()
+	}
 	vm, err := nb.lab.StartVM(ctx, spec, nb.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(vm.Kill)
+	nb.keep(vm)
 	defer func() {
 		if t.Failed() {
 			t.Logf("console of %s (tail):\n%s", spec.Name, vm.ConsoleTail(80))
@@ -186,6 +213,10 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 	wait(`NODEBOOT-INIT: stand-in systemd as PID 1\b`)
 	wait(`NODEBOOT-EXEC: bootd-overlay.service: /usr/libexec/bootd-node overlay: (ok|failed.*)`)
 	wait(`NODEBOOT-UNIT: bootd-overlay.service ok`)
+	sealed := strings.Contains(vm.Console(), "bootd-node overlay: files sealed to this node's TPM, opened")
+	if sealed != pc.tpm {
+		t.Errorf("%s (TPM %v): its files came sealed to its TPM %v", pc.name, pc.tpm, sealed)
+	}
 	wait(`NODEBOOT-EXEC: bootd-report.service: /usr/libexec/bootd-node hello: ok`)
 	helloAt := time.Since(vm.Started)
 	wait(`NODEBOOT-EXEC: bootd-report.service: /usr/libexec/bootd-node report: ok`)
@@ -209,21 +240,29 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 		t.Errorf("alice's key on the node: %q, want %q", key[1], nodeBootUserKey)
 	}
 	ram := wait(`NODEBOOT-ROOTFS-RAM: squashfs (\d+) bytes in tmpfs /run, overlay upper (\d+) kB, MemTotal (\d+) kB, MemAvailable (\d+) kB`)
+	if dev := wait(`NODEBOOT-TPM: (\S+)`); (dev[1] == "/dev/tpmrm0") != pc.tpm {
+		t.Errorf("%s's TPM device: %s, want one: %v", pc.name, dev[1], pc.tpm)
+	}
 	wait(`NODEBOOT-DONE`)
 	if said := regexp.MustCompile(`bootd-node accounts: .*`).FindAllString(vm.Console(), -1); len(said) > 0 {
 		t.Errorf("bootd-node warned about the lab's users: %q", said)
 	}
-	if err := vm.Wait(bootCtx); err != nil {
-		t.Fatal(err)
-	}
+	wait(`NODEBOOT-HOLD`)
 
 	// bootd's side: the overlay went to the node, it said hello and reported its hardware.
 	log, _ := os.ReadFile(nb.b.Proc.LogPath)
 	node, addr := regexp.QuoteMeta(pc.name), regexp.QuoteMeta(pc.addr)
 	wants := []string{
-		`msg="sent node overlay" .*node=` + node + ` remote="` + addr + `:\d+"`,
 		`msg="node is up" address=` + addr + ` .*node=` + node + `\b`,
 		`msg="node reported its hardware" .*node=` + node + ` remote="` + addr + `:\d+"`,
+	}
+	keys := nb.tpmOf(pc.name)
+	if pc.tpm {
+		wants = append(wants,
+			`msg="recorded the node's TPM endorsement key.*node=`+node+` tpm_ek_sha256=`+keys.fingerprint,
+			`msg="sent node overlay" .*node=`+node+` remote="`+addr+`:\d+" sealed_to_ek=`+keys.fingerprint)
+	} else {
+		wants = append(wants, `msg="sent node overlay" .*identity="mac\+address" node=`+node+` remote="`+addr+`:\d+"`)
 	}
 	if pc.fw == vlab.UEFI {
 		// The firmware's own PXE fetched iPXE: the UEFI path, not an option ROM.
@@ -251,6 +290,12 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 		n.Hardware.CPUs != 1 || n.Hardware.RealMemoryMiB <= 0 || n.Hardware.RealMemoryMiB > pc.memoryMiB {
 		t.Errorf("%s in bootd nodes: state %s, MAC %s, address %s, hardware %+v; want ready, %s, %s, with 1 CPU and at most %d MiB",
 			pc.name, n.State, n.MAC, n.Address, n.Hardware, spec.MAC, pc.addr, pc.memoryMiB)
+	}
+	switch {
+	case pc.tpm && (n.TPM == nil || n.TPM.EKSHA256 != keys.fingerprint || n.TPM.Pinned):
+		t.Errorf("%s's TPM in bootd nodes: %+v, want the endorsement key of its swtpm, %s, recorded at first boot", pc.name, n.TPM, keys.fingerprint)
+	case !pc.tpm && n.TPM != nil:
+		t.Errorf("%s has no TPM, bootd nodes lists one: %+v", pc.name, n.TPM)
 	}
 	t.Logf("console markers:\n%s", markers(vm.Console()))
 

@@ -85,11 +85,17 @@ func (n *sealingNodes) Hello(from netip.AddrPort, token string) (httpd.Target, e
 	return httpd.Target{Name: "c1", Role: "compute", Address: from.Addr()}, nil
 }
 
-func (n *sealingNodes) ReportHardware(netip.AddrPort, string, []byte) (string, error) {
-	return "c1", nil
+func (n *sealingNodes) ReportHardware(netip.AddrPort, string, []byte) (string, bool, error) {
+	return "c1", false, nil
 }
 
-func (n *sealingNodes) Kickstart(netip.Addr) (string, []byte, error) { return "", nil, httpd.ErrNotFound }
+func (n *sealingNodes) Kickstart(netip.Addr) (string, []byte, error) {
+	return "", nil, httpd.ErrNotFound
+}
+
+func (n *sealingNodes) Power(context.Context, netip.AddrPort, string, []byte) (string, []byte, error) {
+	return "", nil, httpd.ErrForbidden
+}
 
 // tpmRoot is a node's root for bootd-node with the host's bash, curl (behind a wrapper that logs
 // its arguments to /tmp/curl.args), tpm2-tools (with the swtpm TCTI, where bootd-node's

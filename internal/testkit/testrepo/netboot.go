@@ -147,6 +147,47 @@ func shadowUtilsPkg() Package {
 	return p
 }
 
+// TPMTools are the tpm2-tools commands bootd-node runs: the stand-in links each to the host's
+// multi-call tpm2 binary, as Debian's and Rocky's packages do.
+var TPMTools = []string{"tpm2_createek", "tpm2_createak", "tpm2_flushcontext", "tpm2_startauthsession",
+	"tpm2_policysecret", "tpm2_activatecredential", "tpm2_readpublic"}
+
+// tpmDeviceTCTI is the library tpm2-tools loads (dlopen, so ldd does not list it) to reach a TPM
+// through /dev/tpmrm0.
+const tpmDeviceTCTI = "/usr/lib/x86_64-linux-gnu/libtss2-tcti-device.so.0"
+
+// tpm2ToolsPkg ships the host's tpm2-tools (hostClosure) with its device TCTI: a node with a TPM
+// opens its sealed overlay with them. Without them the stand-in is the usual marker package.
+func tpm2ToolsPkg() Package {
+	p := Package{Name: "tpm2-tools", Version: "5.2", Release: "3.el9", Arch: "x86_64", Requires: []string{"filesystem"}}
+	bins, err := hostClosure("/usr/bin/tpm2", "/usr/bin")
+	if err != nil {
+		return markerOnly(p, "no host tpm2-tools: "+err.Error())
+	}
+	tcti, err := hostClosure(tpmDeviceTCTI, "/usr/lib/x86_64-linux-gnu")
+	if err != nil {
+		return markerOnly(p, "no host tpm2 device TCTI: "+err.Error())
+	}
+	maps.Copy(bins, tcti)
+	p.Binaries = bins
+	p.Symlinks = map[string]string{}
+	for _, tool := range TPMTools {
+		p.Symlinks["/usr/bin/"+tool] = "tpm2"
+	}
+	return p
+}
+
+// opensslPkg ships the host's openssl (hostClosure): bootd-node decrypts a sealed overlay with it.
+func opensslPkg() Package {
+	p := Package{Name: "openssl", Version: "3.0.7", Release: "27.el9", Arch: "x86_64", Requires: []string{"filesystem"}}
+	bins, err := hostClosure("/usr/bin/openssl", "/usr/bin")
+	if err != nil {
+		return markerOnly(p, "no host openssl: "+err.Error())
+	}
+	p.Binaries = bins
+	return p
+}
+
 // markerOnly is p with only a marker file saying why it lacks its real content.
 func markerOnly(p Package, why string) Package {
 	p.Files = map[string]string{"/usr/share/standin/" + p.Name: p.Name + " (" + why + ")\n"}
@@ -263,10 +304,22 @@ total=$($bb sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo)
 avail=$($bb sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
 upper=$($bb du -sk /run/overlayfs 2>/dev/null | $bb awk '{print $1}')
 echo "NODEBOOT-ROOTFS-RAM: squashfs $size bytes in tmpfs /run, overlay upper ${upper:-0} kB, MemTotal $total kB, MemAvailable $avail kB"
+if [ -c /dev/tpmrm0 ]; then echo "NODEBOOT-TPM: /dev/tpmrm0"; else echo "NODEBOOT-TPM: none"; fi
 echo "NODEBOOT-DONE"
 $bb sync
+# A PC whose chassis asset tag is HoldAssetTag stays up, silent on the network, until the test
+# stops it: the node is up while another machine copies its MAC and address.
+if [ "$(cat /sys/class/dmi/id/chassis_asset_tag 2>/dev/null)" = "` + HoldAssetTag + `" ]; then
+	echo "NODEBOOT-HOLD: up until the test stops this PC"
+	i=0
+	while [ $i -lt 1800 ]; do $bb sleep 1; i=$((i + 1)); done
+fi
 exec $bb poweroff -f
 `
+
+// HoldAssetTag is the chassis asset tag (SMBIOS type 3, vlab.VMSpec.AssetTag) that keeps a PC
+// booted with the stand-in systemd up after its report, instead of powering off.
+const HoldAssetTag = "vlab-hold"
 
 // systemdPkg is the stand-in systemd: the script above as /usr/lib/systemd/systemd and
 // /usr/sbin/init pointing at it, as in Rocky.

@@ -128,6 +128,8 @@ var overrides = map[string]func(KernelFiles) Package{
 	},
 	"curl":              func(KernelFiles) Package { return curlPkg() },
 	"shadow-utils":      func(KernelFiles) Package { return shadowUtilsPkg() },
+	"tpm2-tools":        func(KernelFiles) Package { return tpm2ToolsPkg() },
+	"openssl":           func(KernelFiles) Package { return opensslPkg() },
 	"systemd":           func(KernelFiles) Package { return systemdPkg() },
 	"slurm-slurmd-ohpc": func(KernelFiles) Package { return slurmdPkg() },
 	"slurm-ohpc":        func(KernelFiles) Package { return slurmPkg() },

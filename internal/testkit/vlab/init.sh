@@ -55,15 +55,24 @@ findiface() {
 	return 1
 }
 
-# hello reports to bootd, a bounded number of times. timeout, not wget -T:
-# Debian's busybox 1.35 wget segfaults on -T.
+# hello reports to bootd, a bounded number of times, from a privileged port as a node's
+# bootd-node does (bootd knows a node by its address, that port and its MAC): busybox nc with -p,
+# since wget cannot choose its port. timeout, not nc -w, bounds a silent server.
 hello() {
+	hostport=${1#http://}
+	hostport=${hostport%%/*}
+	host=${hostport%%:*} port=80
+	case "$hostport" in *:*) port=${hostport##*:} ;; esac
 	i=0
 	while [ $i -lt 10 ]; do
-		if resp=$(timeout 10 wget -q -O - "$1/api/v1/hello"); then
-			echo "VLAB-HELLO: $resp"
+		resp=$(printf 'GET /api/v1/hello HTTP/1.0\r\nHost: %s\r\n\r\n' "$hostport" |
+			timeout 10 nc -p $((700 + i)) "$host" "$port" | tr -d '\r')
+		case "$(echo "$resp" | head -n 1)" in
+		"HTTP/1."?" 200 "*)
+			echo "VLAB-HELLO: $(echo "$resp" | sed '1,/^$/d')"
 			return 0
-		fi
+			;;
+		esac
 		i=$((i + 1))
 		sleep 1
 	done

@@ -222,14 +222,17 @@ func writeFile(t *testing.T, path string) {
 func TestQemuArgs(t *testing.T) {
 	mac, _ := net.ParseMAC("52:54:00:12:34:56")
 	tests := []struct {
-		name string
-		spec VMSpec
-		want []string // substrings of the joined command line
-		not  []string
+		name  string
+		spec  VMSpec
+		extra []string
+		want  []string // substrings of the joined command line
+		not   []string
 	}{
 		{name: "bios", spec: VMSpec{Name: "a", MAC: mac},
 			want: []string{"-accel tcg", "-no-reboot", "-m 512", "-serial file:/c", "ifname=tap0,script=no", "e1000,netdev=n0,mac=52:54:00:12:34:56,bootindex=0"},
-			not:  []string{"-bios", "virtio"}},
+			not:  []string{"-bios", "virtio", "-smbios", "tpm"}},
+		{name: "asset tag and a TPM", spec: VMSpec{Name: "d", MAC: mac, AssetTag: "vlab-hold"}, extra: []string{"-device", "tpm-tis,tpmdev=tpm0"},
+			want: []string{"-smbios type=3,asset=vlab-hold", "-device tpm-tis,tpmdev=tpm0"}},
 		{name: "uefi raises memory", spec: VMSpec{Name: "b", MAC: mac, Firmware: UEFI, MemoryMiB: 256},
 			want: []string{"-accel tcg", "-m 1024", "-bios " + OVMFPath, "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=,bootindex=0"},
 			not:  []string{"e1000"}},
@@ -238,7 +241,7 @@ func TestQemuArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := strings.Join(qemuArgs(tt.spec, "tap0", "/c"), " ")
+			got := strings.Join(qemuArgs(tt.spec, "tap0", "/c", tt.extra), " ")
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("%q lacks %q", got, w)

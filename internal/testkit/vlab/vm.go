@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/labcluster/gpucluster/internal/testkit/swtpm"
 )
 
 // Firmware is the boot firmware of a VM.
@@ -64,6 +66,11 @@ type VMSpec struct {
 	MAC       net.HardwareAddr
 	Firmware  Firmware
 	MemoryMiB int // 0: 512 for BIOS, 1024 for UEFI
+	// TPMDir, when set, gives the PC a TPM 2.0 (swtpm, a TIS device as most PCs have) whose state
+	// lives there: the same directory is the same TPM, endorsement key and all.
+	TPMDir string
+	// AssetTag is the chassis asset tag the firmware reports (SMBIOS type 3), "" for QEMU's.
+	AssetTag string
 }
 
 // VM is a running QEMU PC attached to the lab's bridge.
@@ -75,6 +82,7 @@ type VM struct {
 	Args        []string  // the QEMU command line
 
 	proc *Process
+	tpm  *swtpm.TPM // the PC's TPM, nil for none
 }
 
 // StartVM creates a tap device on the bridge and starts QEMU inside the
@@ -94,7 +102,32 @@ func (l *Lab) StartVM(ctx context.Context, spec VMSpec, dir string) (*VM, error)
 			return nil, err
 		}
 	}
-	return l.startQEMU(ctx, spec, dir, func(tap, console string) []string { return qemuArgs(spec, tap, console) })
+	if spec.TPMDir == "" {
+		return l.startQEMU(ctx, spec, dir, func(tap, console string) []string { return qemuArgs(spec, tap, console, nil) })
+	}
+	// A short socket path: unix socket names are limited to 108 bytes, test directories are long.
+	sockDir, err := os.MkdirTemp("", "vtpm")
+	if err != nil {
+		return nil, err
+	}
+	tpm, err := swtpm.StartForQEMU(ctx, spec.TPMDir, filepath.Join(sockDir, "sock"))
+	if err != nil {
+		os.RemoveAll(sockDir)
+		return nil, fmt.Errorf("vlab: vm %s: %w", spec.Name, err)
+	}
+	vm, err := l.startQEMU(ctx, spec, dir, func(tap, console string) []string { return qemuArgs(spec, tap, console, tpm.QEMUArgs()) })
+	if err != nil {
+		tpm.Close()
+		os.RemoveAll(sockDir)
+		return nil, err
+	}
+	vm.tpm = tpm
+	go func() { // the TPM goes with its PC
+		_ = vm.proc.Wait(context.Background())
+		tpm.Close()
+		os.RemoveAll(sockDir)
+	}()
+	return vm, nil
 }
 
 // startQEMU creates a tap on the bridge and a fresh console file, so WaitConsole never matches an
@@ -151,8 +184,8 @@ func (l *Lab) addTap(ctx context.Context) (string, error) {
 }
 
 // qemuArgs is the QEMU command line of a VM: baseQemuArgs, and the NIC as the first (only) boot
-// device.
-func qemuArgs(spec VMSpec, tap, console string) []string {
+// device; then the extra devices (a TPM) and the asset tag, if any.
+func qemuArgs(spec VMSpec, tap, console string, extra []string) []string {
 	mem := spec.MemoryMiB
 	nic := fmt.Sprintf("e1000,netdev=n0,mac=%s,bootindex=0", spec.MAC)
 	var fw []string
@@ -172,10 +205,14 @@ func qemuArgs(spec VMSpec, tap, console string) []string {
 			"-drive", "if=pflash,format=raw,unit=1,file=" + vars}
 	}
 	args := append(baseQemuArgs(mem, console), fw...)
-	return append(args,
+	args = append(args,
 		"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no", tap),
 		"-device", nic,
 	)
+	if spec.AssetTag != "" {
+		args = append(args, "-smbios", "type=3,asset="+spec.AssetTag)
+	}
+	return append(args, extra...)
 }
 
 // Console returns the serial console output so far.
