@@ -211,7 +211,7 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 
 	// The image's systemd: the overlay, then the report units, then what they achieved.
 	wait(`NODEBOOT-INIT: stand-in systemd as PID 1\b`)
-	wait(`NODEBOOT-EXEC: bootd-overlay.service: /usr/libexec/bootd-node overlay: (ok|failed.*)`)
+	overlayStep := wait(`NODEBOOT-EXEC: bootd-overlay.service: /usr/libexec/bootd-node overlay: (ok in (\S+)s|failed.*)`)
 	wait(`NODEBOOT-UNIT: bootd-overlay.service ok`)
 	sealed := strings.Contains(vm.Console(), "bootd-node overlay: files sealed to this node's TPM, opened")
 	if sealed != pc.tpm {
@@ -262,7 +262,7 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 			`msg="recorded the node's TPM endorsement key.*node=`+node+` tpm_ek_sha256=`+keys.fingerprint,
 			`msg="sent node overlay" .*node=`+node+` remote="`+addr+`:\d+" sealed_to_ek=`+keys.fingerprint)
 	} else {
-		wants = append(wants, `msg="sent node overlay" .*identity="mac\+address" node=`+node+` remote="`+addr+`:\d+"`)
+		wants = append(wants, `msg="sent node overlay" .*identity=mac\+address .*node=`+node+` remote="`+addr+`:\d+"`)
 	}
 	if pc.fw == vlab.UEFI {
 		// The firmware's own PXE fetched iPXE: the UEFI path, not an option ROM.
@@ -300,10 +300,10 @@ func (nb *nodeBoot) boot(ctx context.Context, t *testing.T, pc nodePC) string {
 	t.Logf("console markers:\n%s", markers(vm.Console()))
 
 	kB := func(s string) int { n, _ := strconv.Atoi(s); return n }
-	return fmt.Sprintf("%s %s (TCG, 1 vCPU, %d MiB, NIC %s): power on to hello %s (assign to hello %s); squashfs %d bytes (%.1f MiB), initramfs %d bytes; "+
+	return fmt.Sprintf("%s %s (TCG, 1 vCPU, %d MiB, NIC %s, TPM %v): power on to hello %s (assign to hello %s; bootd-node overlay %ss); squashfs %d bytes (%.1f MiB), initramfs %d bytes; "+
 		"fetching the root image: MemAvailable %s -> %s kB (-%d kB), Shmem (tmpfs) %s -> %s kB (+%d kB); after boot: overlay upper %s kB, MemTotal %s kB, MemAvailable %s kB",
-		strings.ToUpper(pc.fw.String()), pc.name, pc.memoryMiB, net[1],
-		helloAt.Round(100*time.Millisecond), (helloAt - assigned.Sub(vm.Started)).Round(100*time.Millisecond),
+		strings.ToUpper(pc.fw.String()), pc.name, pc.memoryMiB, net[1], pc.tpm,
+		helloAt.Round(100*time.Millisecond), (helloAt - assigned.Sub(vm.Started)).Round(100*time.Millisecond), overlayStep[2],
 		nb.rootfs.Size, float64(nb.rootfs.Size)/(1<<20), nb.initrd.Size, mem[1], mem[2], kB(mem[1])-kB(mem[2]), mem[3], mem[4], kB(mem[4])-kB(mem[3]),
 		ram[2], ram[3], ram[4])
 }

@@ -87,7 +87,7 @@ func (nb *nodeBoot) impostors(ctx context.Context, t *testing.T) {
 			t.Fatalf("the copy of c2 got an overlay without the munge key:\n%s", list)
 		}
 	})
-	t.Run("a host copying c1's MAC and address while c1 is up, replaying c1's EK, gets nothing its TPM opens", func(t *testing.T) {
+	t.Run("a host copying c1's MAC and address while c1 is up and replaying c1's EK gets nothing its TPM opens", func(t *testing.T) {
 		thief := nb.thief(ctx, t, "thief1", c1)
 		overlayAs(ctx, t, thief, true, 403) // without a TPM: nothing
 		mine := t.TempDir()

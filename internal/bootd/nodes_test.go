@@ -48,6 +48,12 @@ func TestIdentify(t *testing.T) {
 			if errors.Is(err, httpd.ErrForbidden) != tt.forbidden {
 				t.Fatalf("identify(%s) = %v, forbidden want %v", tt.from, err, tt.forbidden)
 			}
+			// hello, which marks the node up, is held to the same checks (it once took the
+			// address alone). Without an image to boot it fails after that, not forbidden.
+			_, err = (nodes{d}).Hello(netip.MustParseAddrPort(tt.from), "")
+			if errors.Is(err, httpd.ErrForbidden) != tt.forbidden {
+				t.Fatalf("Hello(%s) = %v, forbidden want %v", tt.from, err, tt.forbidden)
+			}
 		})
 	}
 }

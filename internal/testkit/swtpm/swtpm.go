@@ -94,6 +94,10 @@ func (t *TPM) QEMUArgs() []string {
 func (t *TPM) TCTI() string { return fmt.Sprintf("swtpm:host=127.0.0.1,port=%d", t.port) }
 
 func (t *TPM) start(ctx context.Context, args []string) error {
+	if strings.Contains(t.StateDir, ",") {
+		// swtpm splits its options at commas, with no way to quote one.
+		return fmt.Errorf("swtpm: state directory %q has a comma, which swtpm's options cannot hold", t.StateDir)
+	}
 	args = append(args, "--log", "file="+t.logPath()+",level=2")
 	t.cmd = exec.CommandContext(ctx, "swtpm", args...)
 	t.done = make(chan struct{})
@@ -207,7 +211,7 @@ func (t *TPM) Keys(ctx context.Context, dir string) (ek, ak []byte, err error) {
 		{"tpm2_createek", "-G", "rsa", "-c", "ek.ctx", "-u", "ek.pub"},
 		// Without a resource manager (swtpm on TCP), objects stay loaded after each tool.
 		{"tpm2_flushcontext", "-t"},
-		{"tpm2_createak", "-C", "ek.ctx", "-c", "ak.ctx", "-G", "rsa", "-g", "sha256", "-s", "rsassa", "-u", "ak.pub", "-n", "ak.name"},
+		{"tpm2_createak", "-C", "ek.ctx", "-c", "ak.ctx", "-G", "ecc", "-g", "sha256", "-s", "ecdsa", "-u", "ak.pub", "-n", "ak.name"},
 		{"tpm2_flushcontext", "-t"},
 	}
 	for _, s := range steps {

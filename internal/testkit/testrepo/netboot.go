@@ -245,6 +245,11 @@ $bb grep -q ' /dev ' /proc/mounts || $bb mount -t devtmpfs devtmpfs /dev
 $bb grep -q ' /run ' /proc/mounts || $bb mount -t tmpfs -o mode=0755 tmpfs /run
 [ -s /etc/hostname ] && $bb hostname -F /etc/hostname
 
+# took T0: seconds since uptime T0, one decimal.
+took() {
+	$bb awk -v t0="$1" '{ printf "%.1f", $1 - t0 }' /proc/uptime
+}
+
 # run_units TARGET: the oneshot services TARGET wants, in name order.
 run_units() {
 	for u in /etc/systemd/system/$1.target.wants/*.service; do
@@ -257,10 +262,11 @@ run_units() {
 		$bb sed -n 's/^ExecStart=-\{0,1\}//p' "$u" > /run/standin-exec
 		status=ok
 		while read -r cmd; do
+			t0=$($bb cut -d' ' -f1 /proc/uptime)
 			if $cmd </dev/null; then
-				echo "NODEBOOT-EXEC: $name: $cmd: ok"
+				echo "NODEBOOT-EXEC: $name: $cmd: ok in $(took "$t0")s"
 			else
-				echo "NODEBOOT-EXEC: $name: $cmd: failed with status $?"
+				echo "NODEBOOT-EXEC: $name: $cmd: failed with status $? in $(took "$t0")s"
 				status=failed
 				break
 			fi
