@@ -27,6 +27,7 @@ packages=(
   openipmi ipmitool                  # bootd power: ipmi_sim answers real IPMI as a node's BMC; bootd drives BMCs with ipmitool (bmclib)
   sudo curl                          # the master's Slurm power-saving programs (rendered sudoers rule, bootd-power)
   bash zsh                           # the shell completion scripts, run by their tests
+  swtpm swtpm-tools tpm2-tools openssl  # a TPM 2.0 for QEMU PCs and tests; the node's side of sealed overlays
 )
 
 missing=()
