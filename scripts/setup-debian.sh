@@ -7,6 +7,7 @@ packages=(
   make gcc git ca-certificates curl wget
   qemu-system-x86 ovmf ipxe          # PCs that netboot: SeaBIOS + iPXE ROMs, OVMF; iPXE binaries to serve
   linux-image-amd64 busybox-static   # kernel and userland of the test image
+  curl                               # the test images' HTTP client (from a privileged port, as a node's)
   cpio squashfs-tools                # image tooling
   xfsprogs                           # mkfs.xfs, which the real dracut puts into the test initramfs (bootd-disk)
   policycoreutils                    # setfiles: the stand-in image's own, which labels its tree (internal/rootfs)

@@ -101,7 +101,7 @@ func uname() string {
 
 // imageEntries lists the initramfs: directory skeleton, /dev/console (the
 // kernel opens it for init before devtmpfs is mounted), busybox, the NIC
-// modules in load order, and /init.
+// modules in load order, the host's curl, and /init.
 func imageEntries(release string) ([]cpioEntry, error) {
 	entries, err := busyboxEntries()
 	if err != nil {
@@ -120,7 +120,14 @@ func imageEntries(release string) ([]cpioEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withParents(append(entries, modEntries...), "proc", "sys", "tmp", "sbin", "usr/bin", "usr/sbin"), nil
+	// curl says hello from a privileged port, as a node's bootd-node does (bootd knows a node by
+	// its address, that port and its MAC); busybox's wget and nc cannot choose their port.
+	curl, err := programEntries([]hostFile{{"/usr/bin/curl", "curl"}})
+	if err != nil {
+		return nil, fmt.Errorf("the host's curl (Debian package curl): %w", err)
+	}
+	entries = append(append(entries, modEntries...), curl...)
+	return withParents(entries, "proc", "sys", "tmp", "sbin", "usr/bin", "usr/sbin"), nil
 }
 
 // moduleEntries copies the release's module files (as resolveModules returns them) to

@@ -56,23 +56,15 @@ findiface() {
 }
 
 # hello reports to bootd, a bounded number of times, from a privileged port as a node's
-# bootd-node does (bootd knows a node by its address, that port and its MAC): busybox nc with -p,
-# since wget cannot choose its port. timeout, not nc -w, bounds a silent server.
+# bootd-node does (bootd knows a node by its address, that port and its MAC): the host's curl,
+# since busybox's wget and nc cannot choose their port.
 hello() {
-	hostport=${1#http://}
-	hostport=${hostport%%/*}
-	host=${hostport%%:*} port=80
-	case "$hostport" in *:*) port=${hostport##*:} ;; esac
 	i=0
 	while [ $i -lt 10 ]; do
-		resp=$(printf 'GET /api/v1/hello HTTP/1.0\r\nHost: %s\r\n\r\n' "$hostport" |
-			timeout 10 nc -p $((700 + i)) "$host" "$port" | tr -d '\r')
-		case "$(echo "$resp" | head -n 1)" in
-		"HTTP/1."?" 200 "*)
-			echo "VLAB-HELLO: $(echo "$resp" | sed '1,/^$/d')"
+		if resp=$(/usr/bin/curl -fsS --max-time 10 --local-port 700-1023 "$1/api/v1/hello"); then
+			echo "VLAB-HELLO: $resp"
 			return 0
-			;;
-		esac
+		fi
 		i=$((i + 1))
 		sleep 1
 	done
