@@ -7,7 +7,6 @@ packages=(
   make gcc git ca-certificates curl wget
   qemu-system-x86 ovmf ipxe          # PCs that netboot: SeaBIOS + iPXE ROMs, OVMF; iPXE binaries to serve
   linux-image-amd64 busybox-static   # kernel and userland of the test image
-  curl                               # the test images' HTTP client (from a privileged port, as a node's)
   cpio squashfs-tools                # image tooling
   xfsprogs                           # mkfs.xfs, which the real dracut puts into the test initramfs (bootd-disk)
   policycoreutils                    # setfiles: the stand-in image's own, which labels its tree (internal/rootfs)
@@ -26,7 +25,7 @@ packages=(
   chromium                           # a real browser loads the lab's page (TestLabPage)
   iproute2 tcpdump procps            # namespaces, bridges, taps
   openipmi ipmitool                  # bootd power: ipmi_sim answers real IPMI as a node's BMC; bootd drives BMCs with ipmitool (bmclib)
-  sudo curl                          # the master's Slurm power-saving programs (rendered sudoers rule, bootd-power)
+  sudo curl                          # the master's Slurm power-saving programs (rendered sudoers rule, bootd-power); the test images' hello
   bash zsh                           # the shell completion scripts, run by their tests
   swtpm swtpm-tools tpm2-tools openssl  # a TPM 2.0 for QEMU PCs and tests; the node's side of sealed overlays
 )
