@@ -16,7 +16,8 @@ const usage = `bootd netboots a lab's PCs into a cluster: DHCP, TFTP and HTTP on
 Usage:
   bootd serve     [--config F] [--interface IF] [--state-dir D] [--images D]   run the appliance
   bootd nodes     [--json]                     show assigned nodes and machines waiting
-  bootd assign    NAME [--mac MAC] [--replace] name a waiting machine (master, c1, c2, ...)
+  bootd assign    NAME [--mac MAC] [--replace] [--ek FILE]
+                                               name a waiting machine (master, c1, c2, ...); --ek pins its TPM
   bootd unassign  NAME                         forget a node; its machine waits again at next boot
   bootd power     on|off|cycle|status NAME...  switch nodes through their BMCs, or wake them (Wake-on-LAN)
   bootd check     [NAME...] [--json]           prove the nodes work: munge, Slurm, srun, NFS, time, modules, GPUs
