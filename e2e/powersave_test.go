@@ -187,8 +187,9 @@ func (f *powerFollower) changed(on bool) {
 	defer cancel()
 	n, err := f.c.Add(ctx, f.files)
 	if err == nil {
-		// As a booting node does once up: it tells bootd from its address.
-		_, err = n.Run(ctx, "curl", "-fsS", "--max-time", "10", "http://10.80.0.1/api/v1/hello")
+		// As a booting node's bootd-node does once up: it tells bootd from its address and a
+		// privileged port (bootd identifies hello as it does the overlay's requests).
+		_, err = n.Run(ctx, "curl", "-fsS", "--max-time", "10", "--local-port", "600-1023", "http://10.80.0.1/api/v1/hello")
 	}
 	f.boots <- err
 }
