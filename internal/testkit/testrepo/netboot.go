@@ -244,6 +244,11 @@ $bb grep -q ' /sys ' /proc/mounts || $bb mount -t sysfs sysfs /sys
 $bb grep -q ' /dev ' /proc/mounts || $bb mount -t devtmpfs devtmpfs /dev
 $bb grep -q ' /run ' /proc/mounts || $bb mount -t tmpfs -o mode=0755 tmpfs /run
 [ -s /etc/hostname ] && $bb hostname -F /etc/hostname
+# A PC whose chassis asset tag is ImpatientAssetTag is meant to be refused: its bootd-node gives
+# up after 3 tries a second apart, not 10 three seconds apart.
+if [ "$(cat /sys/class/dmi/id/chassis_asset_tag 2>/dev/null)" = "` + ImpatientAssetTag + `" ]; then
+	export BOOTD_NODE_FETCH_TRIES=3 BOOTD_NODE_FETCH_PAUSE=1
+fi
 
 # took T0: seconds since uptime T0, one decimal.
 took() {
@@ -326,6 +331,10 @@ exec $bb poweroff -f
 // HoldAssetTag is the chassis asset tag (SMBIOS type 3, vlab.VMSpec.AssetTag) that keeps a PC
 // booted with the stand-in systemd up after its report, instead of powering off.
 const HoldAssetTag = "vlab-hold"
+
+// ImpatientAssetTag is the chassis asset tag of a PC meant to be refused (an impostor): the
+// stand-in systemd has its bootd-node give up sooner (BOOTD_NODE_FETCH_TRIES and _PAUSE).
+const ImpatientAssetTag = "vlab-impatient"
 
 // systemdPkg is the stand-in systemd: the script above as /usr/lib/systemd/systemd and
 // /usr/sbin/init pointing at it, as in Rocky.
