@@ -89,7 +89,7 @@ func (n *sealingNodes) ReportHardware(netip.AddrPort, string, []byte) (string, b
 	return "c1", false, nil
 }
 
-func (n *sealingNodes) Kickstart(netip.Addr) (string, []byte, error) {
+func (n *sealingNodes) Kickstart(netip.Addr) (string, io.ReadCloser, error) {
 	return "", nil, httpd.ErrNotFound
 }
 
