@@ -167,7 +167,33 @@ func openState(dir string, o StartOptions, log logrus.FieldLogger) (*inventory.S
 	for _, m := range missing {
 		log.WithField("secret", filepath.Join(sec.Dir(), m)).Warn(missingWhy[m])
 	}
+	if err := warnLostTokenKey(inv, sec, log); err != nil {
+		return nil, nil, err
+	}
 	return inv, sec, nil
+}
+
+// warnLostTokenKey says so when nodes with a TPM are recorded but the node-token key is gone: a
+// new key is made at the next request, and those nodes' hello and reports are refused until each
+// boots again and fetches a token made with it.
+func warnLostTokenKey(inv *inventory.Store, sec *secrets.Store, log logrus.FieldLogger) error {
+	nodes, _ := inv.Snapshot()
+	var tpm []string
+	for _, n := range nodes {
+		if n.TPM != nil {
+			tpm = append(tpm, n.Name)
+		}
+	}
+	if len(tpm) == 0 {
+		return nil
+	}
+	has, err := sec.HasNodeTokenKey()
+	if err != nil || has {
+		return err
+	}
+	log.WithFields(logrus.Fields{"secret": filepath.Join(sec.Dir(), "node-token.key"), "nodes": strings.Join(tpm, ",")}).
+		Warn("the node-token key is missing (deleted?) while these nodes have a TPM on record: bootd makes a new one; their hello and hardware reports are refused until each boots again (or runs /usr/libexec/bootd-node overlay)")
+	return nil
 }
 
 // missingWhy says what a deleted cluster secret means, for the start's log.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/nodetpm"
 	"github.com/labcluster/gpucluster/internal/testkit/artifacttest"
 	"github.com/labcluster/gpucluster/internal/testkit/swtpm"
+	"github.com/sirupsen/logrus/hooks/test"
 )
 
 // pc is a machine with a TPM (swtpm), using it as bootd-node does (tpm2-tools).
@@ -259,4 +261,55 @@ func TestTPMPinned(t *testing.T) {
 			t.Fatalf("err %v, want an invalid request naming the endorsement key", err)
 		}
 	})
+}
+
+// TestLostTokenKeyIsLogged: with a TPM node on record, a node-token key deleted from the secrets
+// is said at start (with the nodes it strands), and not said while it is there.
+func TestLostTokenKeyIsLogged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pem, err := newPC(t, ctx).tpm.EKPEM(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	d := daemonOn(t, state)
+	if _, _, err := d.inv.See(machineA, inventory.Facts{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (controller{d}).Assign(ctl.AssignRequest{Name: "c1", MAC: machineA, EK: pem}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.secrets.NodeTokenKey(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.inv.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		remove bool
+		want   bool
+	}{{"key kept", false, false}, {"key deleted", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.remove {
+				if err := os.Remove(filepath.Join(state, "secrets", "node-token.key")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			log, hook := test.NewNullLogger()
+			if _, _, err := openState(state, StartOptions{}, log); err != nil {
+				t.Fatal(err)
+			}
+			said := false
+			for _, e := range hook.AllEntries() {
+				if strings.Contains(e.Message, "node-token key is missing") && e.Data["nodes"] == "c1" {
+					said = true
+				}
+			}
+			if said != tc.want {
+				t.Errorf("warned %v, want %v; log: %v", said, tc.want, hook.AllEntries())
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 )
 
@@ -17,6 +18,16 @@ const nodeTokenKeyFile = "node-token.key"
 
 // nodeTokenKeyLen is an HMAC-SHA256 key's natural size.
 const nodeTokenKeyLen = 32
+
+// HasNodeTokenKey says whether the node-token key is on disk (bootd's start warns when nodes with a
+// TPM are recorded and it is gone).
+func (s *Store) HasNodeTokenKey() (bool, error) {
+	_, err := os.Lstat(filepath.Join(s.dir, nodeTokenKeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
 
 // NodeTokenKey returns the node-token key, making it on first use. Should it be lost, a new one
 // only makes the tokens nodes hold stale until their next boot fetches new ones.
