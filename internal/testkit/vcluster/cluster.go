@@ -100,7 +100,7 @@ func (c *Cluster) Add(ctx context.Context, nf NodeFiles) (*Node, error) {
 		c.mu.Unlock()
 		return nil, errors.New("vcluster: cluster is closed")
 	}
-	n := &Node{Name: nf.Name, Role: nf.Role, Addr: nf.Addr, MAC: nf.MAC, cluster: c, veth: fmt.Sprintf("vc%d", c.nextVeth)}
+	n := &Node{Name: nf.Name, Role: nf.Role, Addr: nf.Addr, MAC: nf.MAC, cluster: c, journal: nf.Journal, veth: fmt.Sprintf("vc%d", c.nextVeth)}
 	c.nextVeth++
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()

@@ -53,7 +53,7 @@ func (n *Node) Stop(ctx context.Context, name string) error {
 // Start starts one of the units the node's role enables, after Stop, with its files as they are
 // now (a changed key, a changed EnvironmentFile), and waits until it is ready.
 func (n *Node) Start(ctx context.Context, name string) error {
-	units := unitsFor(n.Role)
+	units := unitsFor(n.Role, n.journal)
 	i := slices.IndexFunc(units, func(u unit) bool { return u.name == name })
 	if i < 0 {
 		return fmt.Errorf("vcluster: role %q of %s has no unit %s", n.Role, n.Name, name)

@@ -26,12 +26,14 @@ type initSpec struct {
 	Tmpfs    []string       // fresh tmpfs mounts (/run, /tmp), after the binds: their sources may lie in /tmp
 	Late     []File         // files and directories inside the tmpfs and bind mounts
 	Devices  []Device       // stand-in device nodes: the node gets a /dev of its own (setupDev)
+	DevLog   bool           // that /dev has log, the journal's syslog socket (systemd's /dev/log)
 	DevStage string         // an empty directory on which that /dev is put together
 }
 
-// addDevices asks for a /dev of the node's own with devices in it, put together under dir.
-func (s *initSpec) addDevices(dir string, devices []Device) error {
-	if len(devices) == 0 {
+// addDevices asks for a /dev of the node's own, put together under dir, with devices in it and,
+// with devLog, /dev/log; with neither the node keeps the host's /dev.
+func (s *initSpec) addDevices(dir string, devices []Device, devLog bool) error {
+	if len(devices) == 0 && !devLog {
 		return nil
 	}
 	for _, d := range devices {
@@ -39,7 +41,7 @@ func (s *initSpec) addDevices(dir string, devices []Device) error {
 			return fmt.Errorf("device %s: want a name directly under /dev", d.Path)
 		}
 	}
-	s.Devices, s.DevStage = devices, filepath.Join(dir, "dev")
+	s.Devices, s.DevLog, s.DevStage = devices, devLog, filepath.Join(dir, "dev")
 	return os.MkdirAll(s.DevStage, 0o755)
 }
 
@@ -101,7 +103,7 @@ func setupMounts(s *initSpec) error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
-	if len(s.Devices) > 0 {
+	if s.DevStage != "" {
 		if err := setupDev(s); err != nil {
 			return err
 		}
@@ -118,6 +120,10 @@ func setupMounts(s *initSpec) error {
 		}
 	}
 	for _, t := range s.Tmpfs {
+		// Made in the node's overlay when the host has no such directory (/var/log/journal).
+		if err := os.MkdirAll(t, 0o755); err != nil {
+			return err
+		}
 		if err := unix.Mount("tmpfs", t, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
 			return fmt.Errorf("mount tmpfs on %s: %w", t, err)
 		}
@@ -196,8 +202,13 @@ func setupDev(s *initSpec) error {
 			return fmt.Errorf("bind /dev/%s: %w", name, err)
 		}
 	}
-	for link, target := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
-		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+	links := map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+	if s.DevLog {
+		// As systemd-journald-dev-log.socket makes it (Symlinks=/dev/log).
+		links["log"] = journalDevLog
+	}
+	for link, target := range links {
 		if err := os.Symlink(target, filepath.Join(st, link)); err != nil {
 			return err
 		}

@@ -30,6 +30,11 @@ type NodeFiles struct {
 	// Devices are stand-in device nodes the node's /dev has besides the common ones (a GPU's
 	// /dev/nvidia0): with any, the node gets a /dev of its own (see setupDev).
 	Devices []Device
+	// Journal gives the node a systemd-journald of its own, started before its other units, as
+	// every Rocky node runs one: the node's /dev (its own) has /dev/log pointing at it, so what a
+	// daemon logs through syslog(3) lands there, and its /var/log/journal is a fresh tmpfs, so a
+	// journal reader (journalctl, fail2ban) sees the node's journal alone, never the host's.
+	Journal bool
 }
 
 // Device is a character device node made with mknod in a node's own /dev. Nothing needs to
@@ -47,6 +52,7 @@ type Node struct {
 	Dir        string           // overlay layers, init spec and daemon logs
 
 	cluster *Cluster
+	journal bool   // runs its own systemd-journald (NodeFiles.Journal)
 	veth    string // hub end of the node's link
 	netns   bool   // the network namespace is ours to delete
 	init    *exec.Cmd
@@ -77,8 +83,11 @@ func (n *Node) start(ctx context.Context, files []File, devices []Device) error 
 	if err != nil {
 		return err
 	}
-	if err := spec.addDevices(n.Dir, devices); err != nil {
+	if err := spec.addDevices(n.Dir, devices, n.journal); err != nil {
 		return err
+	}
+	if n.journal {
+		spec.Tmpfs = append(spec.Tmpfs, journalDir)
 	}
 	if err := n.network(ctx); err != nil {
 		return err
@@ -86,7 +95,7 @@ func (n *Node) start(ctx context.Context, files []File, devices []Device) error 
 	if err := n.startInit(ctx, spec); err != nil {
 		return err
 	}
-	for _, u := range unitsFor(n.Role) {
+	for _, u := range unitsFor(n.Role, n.journal) {
 		if err := n.startUnit(ctx, u); err != nil {
 			return err
 		}
@@ -215,6 +224,10 @@ func bootOffset() (string, error) {
 	}
 	return strconv.Itoa(-int(up)), nil
 }
+
+// Netns is the name of the node's network namespace (/run/netns/NAME), for linking it to other
+// namespaces (a second interface) or opening sockets in it (vlab.InNetns).
+func (n *Node) Netns() string { return netnsName(n.Name) }
 
 // Command returns a command that runs inside the node's namespaces (as root, in /, with a
 // clean environment). The caller may set Stdin, Stdout and Stderr.

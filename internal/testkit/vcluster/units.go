@@ -23,7 +23,26 @@ type unit struct {
 	ready   func(ctx context.Context, n *Node, d *daemon) error
 }
 
+// The node's journal (NodeFiles.Journal): the syslog socket journald binds, /dev/log's target, and
+// the directory of its persistent journal.
+const (
+	journalDevLog = "/run/systemd/journal/dev-log"
+	journalDir    = "/var/log/journal"
+)
+
 var (
+	// systemd-journald.service: ExecStart=/usr/lib/systemd/systemd-journald. Started without
+	// socket activation it binds its sockets itself (native, stdout and /run/systemd/journal/
+	// dev-log); the node's /dev has no kmsg, so the host's kernel log stays out of the node's.
+	journaldUnit = unit{
+		name: "journald", argv: []string{"/usr/lib/systemd/systemd-journald"},
+		ready: func(ctx context.Context, n *Node, d *daemon) error {
+			return poll(ctx, d, 50, 100*time.Millisecond, func() bool {
+				st, err := os.Stat(n.Path(journalDevLog))
+				return err == nil && st.Mode()&os.ModeSocket != 0
+			})
+		},
+	}
 	// munge.service: User=munge, ExecStart=/usr/sbin/munged $OPTIONS (-F keeps it in the
 	// foreground instead of Type=forking).
 	mungeUnit = unit{
@@ -77,17 +96,21 @@ var (
 	}
 )
 
-// unitsFor returns the units a role enables, in start order: time first (time-sync.target
-// comes before the cluster's daemons), then munge, then Slurm. A node without a role runs munge
-// alone.
-func unitsFor(role string) []unit {
+// unitsFor returns the units a role enables, in start order: the journal first when the node
+// has one (systemd-journald starts before every service), then time (time-sync.target comes
+// before the cluster's daemons), then munge, then Slurm. A node without a role runs munge alone.
+func unitsFor(role string, journal bool) []unit {
+	var units []unit
+	if journal {
+		units = append(units, journaldUnit)
+	}
 	switch role {
 	case "master":
-		return []unit{chronydUnit, mungeUnit, slurmctldUnit}
+		return append(units, chronydUnit, mungeUnit, slurmctldUnit)
 	case "compute":
-		return []unit{chronydUnit, mungeUnit, slurmdUnit}
+		return append(units, chronydUnit, mungeUnit, slurmdUnit)
 	}
-	return []unit{mungeUnit}
+	return append(units, mungeUnit)
 }
 
 // startUnit starts a unit's process in the node with its options from the node's own
