@@ -28,7 +28,16 @@ packages=(
   sudo curl                          # the master's Slurm power-saving programs (rendered sudoers rule, bootd-power); the test images' hello
   bash zsh                           # the shell completion scripts, run by their tests
   swtpm swtpm-tools tpm2-tools openssl  # a TPM 2.0 for QEMU PCs and tests; the node's side of sealed overlays
+  python3-systemd                    # fail2ban (below) reads sshd's failures from the journal through it
 )
+
+# The master's firewall (e2e TestCluster/firewall): the real firewalld and fail2ban, run only inside
+# that test's namespaces. Their packages enable and start them on this machine, which would change its
+# own firewall (and ban addresses from it): the units are masked before the packages arrive (a
+# masked unit is started neither by the package nor at boot), and while apt installs them a
+# policy-rc.d refuses every start (a machine without systemd runs fail2ban's init script otherwise).
+# A machine that already had them keeps its own setup.
+firewall_packages=(firewalld fail2ban)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -41,6 +50,32 @@ if ((${#missing[@]})); then
   apt-get update -qq
   updated=1
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+fw_missing=()
+for p in "${firewall_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || fw_missing+=("$p")
+done
+if ((${#fw_missing[@]})); then
+  echo "setup: installing ${fw_missing[*]} (masked: never started on this machine)"
+  export DEBIAN_FRONTEND=noninteractive
+  [[ -n "$updated" ]] || apt-get update -qq
+  updated=1
+  for p in "${fw_missing[@]}"; do
+    systemctl --root=/ mask "$p.service" >/dev/null
+  done
+  policy=
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    policy=/usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    printf '#!/bin/sh\n# labcluster setup-debian.sh: no service starts while firewalld and fail2ban install\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+  fi
+  apt-get install -y -qq --no-install-recommends "${fw_missing[@]}" >/dev/null
+  if [[ -n "$policy" ]]; then
+    rm -f "$policy"
+    trap - EXIT
+  fi
 fi
 
 # The real dracut (059) for TestRealDracutLiveRoot: only downloaded into a cache, never installed
@@ -84,6 +119,6 @@ if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
 fi
 # Quiet when there was nothing to do: `make demo` and `make check` run this again after the
 # README's first command did.
-if ((${#missing[@]} + ${#fetch[@]})); then
+if ((${#missing[@]} + ${#fw_missing[@]} + ${#fetch[@]})); then
   echo "setup: ok"
 fi
