@@ -42,7 +42,8 @@ import (
 // without an edit (monitoring_test.go).
 func TestCluster(t *testing.T) {
 	requirePrereqs(t, "ip", "nsenter", "setpriv", "munged", "munge", "unmunge", "slurmctld", "slurmd", "sinfo", "srun", "scontrol",
-		"chronyd", "chronyc", "bash", "go", "wget", "curl", "busybox", "prometheus", "prometheus-node-exporter")
+		"chronyd", "chronyc", "bash", "go", "wget", "curl", "busybox", "prometheus", "prometheus-node-exporter",
+		"dbus-daemon", "firewalld", "firewall-cmd", "fail2ban-server", "fail2ban-client", "sshd", "ssh", "sysctl", "ss", "journalctl")
 	requireFiles(t, lmodInit)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -58,7 +59,12 @@ func TestCluster(t *testing.T) {
 	inv := assigned(t, r.Config, "master", "c1", "c2", "c3")
 	start := time.Now()
 	for _, n := range inv {
-		if _, err := c.Add(ctx, render(t, r, inv, n.Name)); err != nil {
+		nf := render(t, r, inv, n.Name)
+		if n.Role == "master" {
+			// The master's image has the login layer (firewalld, fail2ban) and journald.
+			nf.Files, nf.Journal = append(nf.Files, loginLayerFiles(t)...), true
+		}
+		if _, err := c.Add(ctx, nf); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,6 +122,10 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("x9 after the refused Add: %v", err)
 		}
 	})
+
+	// The master's firewall goes up (firewall_test.go): from here on, c4 joins, Slurm, chrony,
+	// Prometheus and ssh reach the master through it.
+	t.Run("firewall", func(t *testing.T) { masterFirewall(ctx, t, c) })
 
 	// bootd assign c4: c4 gets its own files; nothing of the master is rendered again.
 	t.Run("c4 joins", func(t *testing.T) {
