@@ -1,6 +1,7 @@
 package vcluster
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -157,4 +158,52 @@ func must(t *testing.T, err error) {
 func owner(fi fs.FileInfo) (uint32, uint32) {
 	st := fi.Sys().(*syscall.Stat_t)
 	return st.Uid, st.Gid
+}
+
+func TestUnitsFor(t *testing.T) {
+	for _, tc := range []struct {
+		role    string
+		journal bool
+		want    []string
+	}{
+		{"master", false, []string{"chronyd", "munge", "slurmctld"}},
+		{"master", true, []string{"journald", "chronyd", "munge", "slurmctld"}},
+		{"compute", true, []string{"journald", "chronyd", "munge", "slurmd"}},
+		{"", false, []string{"munge"}},
+	} {
+		t.Run(fmt.Sprintf("%s journal=%v", tc.role, tc.journal), func(t *testing.T) {
+			var got []string
+			for _, u := range unitsFor(tc.role, tc.journal) {
+				got = append(got, u.name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A node with a journal gets a /dev of its own (for /dev/log) even without devices; a node with
+// neither keeps the host's.
+func TestAddDevicesJournal(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		devices []Device
+		devLog  bool
+		ownDev  bool
+	}{
+		{"neither", nil, false, false},
+		{"journal only", nil, true, true},
+		{"devices only", []Device{{Path: "/dev/nvidia0", Major: 195}}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s initSpec
+			if err := s.addDevices(t.TempDir(), tc.devices, tc.devLog); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.DevStage != ""; got != tc.ownDev || s.DevLog != tc.devLog {
+				t.Errorf("own /dev %v, /dev/log %v; want %v, %v", got, s.DevLog, tc.ownDev, tc.devLog)
+			}
+		})
+	}
 }
