@@ -220,6 +220,7 @@ func startFirewall(ctx context.Context, t *testing.T, master *vcluster.Node) {
 // prohibited: firewalld's default reject), or timeout.
 func probeTCP(netns string, from netip.Addr, to netip.AddrPort) string {
 	var conn net.Conn
+	var timeout net.Error
 	err := vlab.InNetns(netns, func() (err error) {
 		d := net.Dialer{Timeout: 3 * time.Second}
 		if from.IsValid() {
@@ -236,7 +237,7 @@ func probeTCP(netns string, from netip.Addr, to netip.AddrPort) string {
 		return "refused"
 	case errors.Is(err, syscall.EHOSTUNREACH):
 		return "prohibited"
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.As(err, &timeout) && timeout.Timeout():
 		return "timeout"
 	}
 	return err.Error()
