@@ -46,10 +46,13 @@ type Kernel struct {
 	Release string `json:"release"`
 }
 
-// Rootfs names the root file system image and its format (e.g. "squashfs").
+// Rootfs names the root file system image and its format (e.g. "squashfs"), and, when the
+// version was published with one, the casync index (.caibx) of the image's chunks: a listed file
+// of the version, whose chunks are in the chunk store shared by every version (ChunkStoreDir).
 type Rootfs struct {
 	File   string `json:"file"`
 	Format string `json:"format"`
+	Index  string `json:"index,omitempty"`
 }
 
 // File is what a reader checks a file against.
@@ -65,12 +68,15 @@ type Layer struct {
 }
 
 // Referenced returns the version's files, in order: kernel, initrds in load
-// order, the rootfs if any, then the extras.
+// order, the rootfs and its chunk index if any, then the extras.
 func (m Manifest) Referenced() []string {
 	refs := []string{m.Kernel.File}
 	refs = append(refs, m.Initrds...)
 	if m.Rootfs != nil {
 		refs = append(refs, m.Rootfs.File)
+		if m.Rootfs.Index != "" {
+			refs = append(refs, m.Rootfs.Index)
+		}
 	}
 	return append(refs, m.Extras...)
 }

@@ -27,6 +27,7 @@ type Report struct {
 	Image, Version, Dir string
 	Layers              []rootfs.Result
 	Fetch, Pack, Total  time.Duration
+	Chunks              ChunkReport
 	// PackedKey names the packed root in the cache; PackReused says it came from there.
 	PackedKey  string
 	PackReused bool
@@ -84,6 +85,7 @@ func Build(ctx context.Context, imagePath string, o Options) (*Report, error) {
 	if err != nil {
 		o.Log.WithError(err).Warn("cache not pruned; it keeps what earlier builds left")
 	}
+	pruneChunks(ctx, o)
 	r.Total = time.Since(start)
 	return r, nil
 }
@@ -134,7 +136,7 @@ func buildInto(ctx context.Context, plan *spec.Plan, lock *resolve.LockFile, wor
 	for _, l := range r.Layers {
 		m.Layers = append(m.Layers, artifact.Layer{Name: l.Layer, Digest: "sha256:" + l.Key})
 	}
-	if r.Dir, err = artifact.WriteLinked(o.OutDir, m, stage, known); err != nil || r.PackReused {
+	if r.Dir, err = publish(ctx, o, m, stage, known, r); err != nil || r.PackReused {
 		return err
 	}
 	// The version is published: keep its root for the next build of the same layers.
