@@ -1,0 +1,256 @@
+package rootfetch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/folbricht/desync"
+	"github.com/sirupsen/logrus"
+)
+
+// maxIndex bounds the index a node reads: 48 bytes a chunk, so 64 MiB is a root image of some
+// 80 GiB at castr's average chunk size.
+const maxIndex = 64 << 20
+
+// Seed is a root image the node holds, with its index: chunks it shares with the new version are
+// copied from it (and checked) instead of fetched.
+type Seed struct {
+	File, Index string
+}
+
+// Options say what to fetch, from where, with what.
+type Options struct {
+	Index       string   // URL of the version's index (.caibx)
+	IndexSHA256 string   // its sha256, as bootd's verified manifest lists it: the trust root
+	Store       string   // bootd's chunk store (URL)
+	Peers       []string // other nodes' chunk stores (URLs); tried before bootd, dropped when they lie
+	Seeds       []Seed
+	Output      string // the image to write
+	SHA256      string // the whole image's sha256 (rd.bootd.sha256)
+	// Whole is the image's URL at bootd: the fallback when the chunked path fails.
+	Whole string
+	N     int // chunks in flight; 0: 8
+	Log   logrus.FieldLogger
+	// OnIndex, when set, is called with the checked index before the first chunk is written, and
+	// the output file exists from then on (empty at first): a node starts serving its chunks
+	// there (Serve) while it fetches.
+	OnIndex func(desync.Index)
+}
+
+// Stats say where the image's bytes came from.
+type Stats struct {
+	Size                 int64
+	FromSeeds            int64 // bytes copied from seeds (or already in place)
+	FromBootd, FromPeers int64 // chunk bytes fetched
+	PeersDropped         []string
+	// Whole is set when the chunked path failed and the whole file was fetched instead; Why says why.
+	Whole    bool
+	Why      string
+	Duration time.Duration
+}
+
+// Fetch writes the image to o.Output by chunks, and falls back to the whole file when that
+// fails; either way the result's sha256 is checked against o.SHA256, and a wrong image is
+// removed and an error returned.
+func Fetch(ctx context.Context, o Options) (Stats, error) {
+	start := time.Now()
+	if o.N <= 0 {
+		o.N = 8
+	}
+	if o.Log == nil {
+		o.Log = logrus.New()
+	}
+	st, err := fetchChunks(ctx, o)
+	if err == nil {
+		err = checkImage(o.Output, o.SHA256)
+	}
+	if err != nil && ctx.Err() == nil && o.Whole != "" {
+		o.Log.WithError(err).Warn("chunked fetch failed: fetching the whole image")
+		st = Stats{Whole: true, Why: err.Error(), PeersDropped: st.PeersDropped}
+		st.FromBootd, err = fetchWhole(ctx, o.Whole, o.Output)
+		if err == nil {
+			err = checkImage(o.Output, o.SHA256)
+		}
+	}
+	if err != nil {
+		os.Truncate(o.Output, 0) // nothing unchecked stays, nor is served
+		return st, err
+	}
+	fi, err := os.Stat(o.Output)
+	if err != nil {
+		return st, err
+	}
+	st.Size, st.Duration = fi.Size(), time.Since(start)
+	return st, nil
+}
+
+func fetchChunks(ctx context.Context, o Options) (Stats, error) {
+	var st Stats
+	if o.Index == "" || o.Store == "" {
+		return st, errors.New("no chunk index or store given")
+	}
+	idx, err := fetchIndex(ctx, o.Index, o.IndexSHA256)
+	if err != nil {
+		return st, err
+	}
+	src := &sources{ctx: ctx, bootd: newSource(o.Store, false, httpClient(o.N, false)), log: o.Log}
+	peerClient := httpClient(o.N, true)
+	for _, p := range o.Peers {
+		src.peers = append(src.peers, newSource(p, true, peerClient))
+	}
+	all := append([]*source{}, src.peers...)
+	seeds, err := openSeeds(o.Output, o.Seeds, o.Log)
+	if err != nil {
+		return st, err
+	}
+	// A file left by an earlier try would be taken as in place where it matches: start empty
+	// (truncated, not removed: a server may hold it open).
+	if err := os.WriteFile(o.Output, nil, 0o644); err != nil {
+		return st, err
+	}
+	if o.OnIndex != nil {
+		o.OnIndex(idx)
+	}
+	// Invalid seeds (a damaged cache) are skipped: their chunks come from the sources.
+	es, err := desync.AssembleFile(ctx, o.Output, idx, src, seeds, desync.AssembleOptions{N: o.N, InvalidSeedAction: desync.InvalidSeedActionSkip})
+	src.mu.Lock()
+	st.PeersDropped = append(st.PeersDropped, src.dropped...)
+	src.mu.Unlock()
+	st.FromBootd = src.bootd.bytes.Load()
+	for _, p := range all {
+		st.FromPeers += p.bytes.Load()
+	}
+	if es != nil {
+		st.FromSeeds = int64(es.BytesCopied + es.BytesCloned)
+	}
+	if err != nil {
+		return st, fmt.Errorf("assemble from %s: %w", o.Index, err)
+	}
+	return st, nil
+}
+
+// fetchIndex downloads the index and checks it against the hash bootd's manifest gives.
+func fetchIndex(ctx context.Context, url, want string) (desync.Index, error) {
+	b, err := getBounded(ctx, url, maxIndex)
+	if err != nil {
+		return desync.Index{}, err
+	}
+	if got := sum(b); got != want {
+		return desync.Index{}, fmt.Errorf("index %s: sha256 %s, want %s", url, got, want)
+	}
+	idx, err := desync.IndexFromReader(bytes.NewReader(b))
+	if err != nil {
+		return idx, fmt.Errorf("index %s: %w", url, err)
+	}
+	return idx, nil
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func getBounded(ctx context.Context, url string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpClient(1, false).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: status %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", url, limit)
+	}
+	return b, nil
+}
+
+// openSeeds reads each seed's index; a seed whose index or file cannot be read is left out.
+func openSeeds(output string, seeds []Seed, log logrus.FieldLogger) ([]desync.Seed, error) {
+	var out []desync.Seed
+	for _, s := range seeds {
+		f, err := os.Open(s.Index)
+		if err != nil {
+			log.WithError(err).Warn("seed left out")
+			continue
+		}
+		idx, err := desync.IndexFromReader(io.LimitReader(f, maxIndex))
+		f.Close()
+		if err == nil {
+			_, err = os.Stat(s.File)
+		}
+		if err != nil {
+			log.WithError(err).WithField("seed", s.File).Warn("seed left out")
+			continue
+		}
+		seed, err := desync.NewIndexSeed(output, s.File, idx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, seed)
+	}
+	return out, nil
+}
+
+// fetchWhole downloads url to path (the plain HTTP path) and returns the bytes it wrote.
+func fetchWhole(ctx context.Context, url, path string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	client := httpClient(1, false)
+	client.Timeout = 0 // a multi-GB image takes what it takes; the header wait stays bounded
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: status %s", url, resp.Status)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, fmt.Errorf("%s: %w", url, err)
+	}
+	return n, nil
+}
+
+// checkImage compares the file's sha256 with want (rd.bootd.sha256).
+func checkImage(path, want string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("image %s: sha256 %s, want %s", path, got, want)
+	}
+	return nil
+}
