@@ -254,6 +254,9 @@ func (d *daemon) target(n inventory.Node) (httpd.Target, error) {
 	if m.Rootfs != nil {
 		t.Rootfs, t.RootfsSHA256 = m.Rootfs.File, m.Files[m.Rootfs.File].SHA256
 		t.WritableArgs = d.cfg.NodeKernelArgs(n.Name, p.Role)
+		if m.Rootfs.Index != "" {
+			t.RootfsIndex, t.RootfsIndexSHA256 = m.Rootfs.Index, m.Files[m.Rootfs.Index].SHA256
+		}
 	}
 	return t, nil
 }
@@ -267,6 +270,21 @@ func (f files) OpenImageFile(image, version, file string) (*os.File, error) {
 		return nil, fmt.Errorf("%w: %w", httpd.ErrNotFound, err)
 	}
 	return fh, err
+}
+
+func (f files) OpenChunk(prefix, name string) (*os.File, error) {
+	fh, err := artifact.OpenChunk(f.d.cfg.ImagesDir, prefix, name)
+	if errors.Is(err, artifact.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", httpd.ErrNotFound, err)
+	}
+	return fh, err
+}
+
+func (f files) OpenFetchInitrd() (*os.File, error) {
+	if f.d.fetchInitrd == "" {
+		return nil, fmt.Errorf("no fetch program: %w", httpd.ErrNotFound)
+	}
+	return os.Open(f.d.fetchInitrd)
 }
 
 func (f files) OpenLoader(name string) (*os.File, error) {

@@ -30,6 +30,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/logfield"
 	"github.com/labcluster/gpucluster/internal/metrics"
 	"github.com/labcluster/gpucluster/internal/neigh"
+	"github.com/labcluster/gpucluster/internal/peers"
 	"github.com/labcluster/gpucluster/internal/power"
 	"github.com/labcluster/gpucluster/internal/ratelog"
 	"github.com/labcluster/gpucluster/internal/secrets"
@@ -78,6 +79,10 @@ type daemon struct {
 	roleImages *roleImages
 	// loaders picks UEFI loaders and keeps which PCs never started theirs (loaders.go).
 	loaders *loaderWatch
+	// peers knows which nodes serve which root index's chunks; fetchInitrd is the initrd carrying
+	// bootd-fetch ("" when there is none: nodes fetch their root whole).
+	peers       *peers.Registry
+	fetchInitrd string
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -160,6 +165,10 @@ func setup(cfg config.Config, o StartOptions, log logrus.FieldLogger) (*daemon, 
 	d.scout = newScout(d)
 	d.stages, d.roleImages = newStages(), newRoleImages(d)
 	d.metrics = metrics.New(d.census)
+	d.peers = peers.New()
+	if d.fetchInitrd, err = prepareFetchInitrd(cfg, log); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -273,9 +282,13 @@ func (d *daemon) serveDHCP(ctx context.Context) error {
 
 func (d *daemon) serveHTTP(ctx context.Context, ln net.Listener) error {
 	mask, _ := netip.AddrFromSlice(d.cfg.Netmask())
-	srv := httpd.New(httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway, DNS: d.cfg.Network.DNS, Phase: d.booting,
-		Meter: d.metrics, Progress: progress{d}, Extra: d.views()},
-		machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
+	opts := httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway, DNS: d.cfg.Network.DNS, Phase: d.booting,
+		Meter: d.metrics, Progress: progress{d}, Extra: d.views()}
+	if d.fetchInitrd != "" {
+		opts.FetchInitrd = FetchInitrdName
+	}
+	srv := httpd.New(opts, machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
+	srv.SetPeers(peerBook{d})
 	return srv.Serve(ctx, ln)
 }
 

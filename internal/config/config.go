@@ -14,18 +14,21 @@ type Config struct {
 	StateDir  string // inventory and control socket
 	ImagesDir string // versioned images, as imgbuild writes them
 	IPXEDir   string // "" = search at serve time, see FindIPXEDir
-	LogFormat string // "text" or "json"
-	Ports     Ports
-	Network   Network
-	Discovery Discovery
-	Master    MasterRole
-	Compute   ComputeRole
-	Slurm     Slurm
-	Users     []User // lab members, in the file's order
-	BMC       BMCs   // the nodes' BMCs; a node without one is woken with Wake-on-LAN
-	UEFI      UEFI   // which loader UEFI PCs get
-	Writable  Writable
-	Disks     []Disk // local disks handed over to bootd, in the file's order
+	// FetchProgram is the node's fetch program (bootd-fetch) that bootd sends as an extra
+	// initrd with images published by chunks; "" = search at serve time, see FindFetchProgram.
+	FetchProgram string
+	LogFormat    string // "text" or "json"
+	Ports        Ports
+	Network      Network
+	Discovery    Discovery
+	Master       MasterRole
+	Compute      ComputeRole
+	Slurm        Slurm
+	Users        []User // lab members, in the file's order
+	BMC          BMCs   // the nodes' BMCs; a node without one is woken with Wake-on-LAN
+	UEFI         UEFI   // which loader UEFI PCs get
+	Writable     Writable
+	Disks        []Disk // local disks handed over to bootd, in the file's order
 	// NodeImages are nodes that boot another image than their role's (node name -> image name):
 	// compute-legacy for PCs whose GPUs the open kernel modules do not drive.
 	NodeImages map[string]string

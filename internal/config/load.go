@@ -153,11 +153,12 @@ type field struct {
 
 // fields is the file format: every key and the Config field it sets.
 var fields = map[string]field{
-	"interface":  of(asString, func(c *Config) *string { return &c.Interface }),
-	"state_dir":  of(asPath, func(c *Config) *string { return &c.StateDir }),
-	"images_dir": of(asPath, func(c *Config) *string { return &c.ImagesDir }),
-	"ipxe_dir":   of(asPath, func(c *Config) *string { return &c.IPXEDir }),
-	"log_format": of(asString, func(c *Config) *string { return &c.LogFormat }),
+	"interface":     of(asString, func(c *Config) *string { return &c.Interface }),
+	"state_dir":     of(asPath, func(c *Config) *string { return &c.StateDir }),
+	"images_dir":    of(asPath, func(c *Config) *string { return &c.ImagesDir }),
+	"ipxe_dir":      of(asPath, func(c *Config) *string { return &c.IPXEDir }),
+	"fetch_program": of(asPath, func(c *Config) *string { return &c.FetchProgram }),
+	"log_format":    of(asString, func(c *Config) *string { return &c.LogFormat }),
 
 	"ports.dhcp": of(asInt, func(c *Config) *int { return &c.Ports.DHCP }),
 	"ports.tftp": of(asInt, func(c *Config) *int { return &c.Ports.TFTP }),

@@ -64,6 +64,7 @@ func TestLoadExample(t *testing.T) {
 	want := Default()
 	want.Interface = "eth1"
 	want.IPXEDir = "/usr/lib/ipxe"
+	want.FetchProgram = "/usr/libexec/bootd/bootd-fetch"
 	want.Network.Gateway = netip.MustParseAddr("10.80.0.1")
 	want.Network.DNS = []netip.Addr{netip.MustParseAddr("10.80.0.1")}
 	want.Network.Domain = "lab.example"

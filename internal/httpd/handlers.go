@@ -91,6 +91,16 @@ func (s *Server) imageFile(w http.ResponseWriter, r *http.Request) {
 	s.serveFile(w, r, []string{image, version, file}, func() (*os.File, error) { return s.files.OpenImageFile(image, version, file) })
 }
 
+// chunk serves one chunk of the chunk store in desync's HTTP layout (/chunks/<4 hex>/<64 hex>).
+func (s *Server) chunk(w http.ResponseWriter, r *http.Request) {
+	prefix, name := r.PathValue("prefix"), r.PathValue("name")
+	s.serveChunk(w, r, prefix, name)
+}
+
+func (s *Server) fetchInitrd(w http.ResponseWriter, r *http.Request) {
+	s.serveFile(w, r, []string{"node", s.opts.FetchInitrd}, s.files.OpenFetchInitrd)
+}
+
 func (s *Server) loader(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
 	s.serveFile(w, r, []string{name}, func() (*os.File, error) { return s.files.OpenLoader(name) })

@@ -102,8 +102,8 @@ type targetView struct {
 // own arguments (last, so an image built for debugging can ask for rd.shell again). Exported so
 // the end-to-end tests that boot a kernel directly boot what a node gets.
 func KernelArgs(opts Options, t Target) string {
-	args := make([]string, 0, len(t.Initrds)+10)
-	for _, name := range t.Initrds {
+	args := make([]string, 0, len(t.Initrds)+12)
+	for _, name := range initrdNames(opts, t) {
 		args = append(args, "initrd="+name)
 	}
 	gw := ""
@@ -137,6 +137,11 @@ func KernelArgs(opts Options, t Target) string {
 		args = append(args, "root=live:"+imageURL(opts.BaseURL, t, t.Rootfs), "rd.live.image", "rd.live.overlay.overlayfs=1",
 			"rd.bootd.sha256="+t.RootfsSHA256)
 		args = append(args, t.WritableArgs...)
+		if chunked(opts, t) {
+			// The node's fetch program (the extra initrd) rebuilds the root from this index,
+			// checked against its hash, with what the node holds, its peers and bootd's chunks.
+			args = append(args, "rd.bootd.index="+imageURL(opts.BaseURL, t, t.RootfsIndex), "rd.bootd.index.sha256="+t.RootfsIndexSHA256)
+		}
 	}
 	if t.Cmdline != "" {
 		args = append(args, t.Cmdline)
@@ -153,6 +158,9 @@ func (s *Server) targetView(t Target) (targetView, error) {
 	for _, f := range t.Initrds {
 		v.InitrdURLs = append(v.InitrdURLs, imageURL(s.opts.BaseURL, t, f))
 	}
+	if chunked(s.opts, t) {
+		v.InitrdURLs = append(v.InitrdURLs, s.opts.BaseURL+"/node/"+url.PathEscape(s.opts.FetchInitrd))
+	}
 	// Everything goes into an iPXE script: refuse what iPXE would expand or split.
 	for _, field := range append([]string{v.Args, v.KernelURL, t.Name, t.Role, t.Image, t.Version}, v.InitrdURLs...) {
 		if err := scriptSafe(field); err != nil {
@@ -160,6 +168,21 @@ func (s *Server) targetView(t Target) (targetView, error) {
 		}
 	}
 	return v, nil
+}
+
+// chunked reports whether t's root is fetched by chunks: the version has a chunk index with its
+// hash, and bootd has the fetch program to send.
+func chunked(opts Options, t Target) bool {
+	return t.Rootfs != "" && t.RootfsIndex != "" && sha256hex.Valid(t.RootfsIndexSHA256) && opts.FetchInitrd != ""
+}
+
+// initrdNames are the initrds a node loads, in order: the image's, then bootd's fetch program.
+func initrdNames(opts Options, t Target) []string {
+	names := append([]string{}, t.Initrds...)
+	if chunked(opts, t) {
+		names = append(names, opts.FetchInitrd)
+	}
+	return names
 }
 
 func imageURL(base string, t Target, file string) string {

@@ -36,6 +36,9 @@ type Target struct {
 	// WritableArgs place a live root's writable layer (bootd's [writable] and [disks]:
 	// rd.bootd.ram=, rd.bootd.disk=), for the base layer's bootd-disk dracut module.
 	WritableArgs []string
+	// RootfsIndex is the casync index of the root's chunks ("" when the version has none), and
+	// RootfsIndexSHA256 its hash from the verified manifest: the node's trust root for chunks.
+	RootfsIndex, RootfsIndexSHA256 string
 }
 
 // Machines is what the listener needs from the inventory.
@@ -48,10 +51,23 @@ type Machines interface {
 	Inventory() any
 }
 
-// Files opens the files the listener serves: image files of verified versions, and iPXE binaries.
+// Files opens the files the listener serves: image files of verified versions, chunks of the
+// chunk store, iPXE binaries, and the initrd carrying the node's fetch program.
 type Files interface {
 	OpenImageFile(image, version, file string) (*os.File, error)
+	OpenChunk(prefix, name string) (*os.File, error)
 	OpenLoader(name string) (*os.File, error)
+	// OpenFetchInitrd opens the initrd of Options.FetchInitrd.
+	OpenFetchInitrd() (*os.File, error)
+}
+
+// Peers knows which nodes serve which root image's chunks.
+type Peers interface {
+	// Announce records that the node at from serves the chunks of index (its sha256) on port; an
+	// error wrapping ErrNotFound refuses an address that is no node's.
+	Announce(from netip.Addr, index string, port uint16) (node string, err error)
+	// List names other nodes serving index, as chunk store URLs.
+	List(index string, from netip.Addr) []string
 }
 
 // ErrNotFound is what Files and Machines wrap when a request names nothing they know.
@@ -73,6 +89,10 @@ type Options struct {
 	// Extra are read-only handlers served beside bootd's own, by ServeMux pattern (the lab's
 	// page, /metrics, Prometheus service discovery: internal/bootd wires them).
 	Extra map[string]http.Handler
+	// FetchInitrd is the name of an initrd that carries the node's fetch program (bootd-fetch),
+	// loaded after the image's own initrds of a version with a chunk index; "" when bootd has
+	// none: nodes then fetch their root as one file.
+	FetchInitrd string
 }
 
 // Meter counts what the listener does (internal/metrics implements it). Handlers call it
@@ -115,6 +135,7 @@ type Server struct {
 	machines Machines
 	files    Files
 	nodes    Nodes
+	peers    Peers
 	log      logrus.FieldLogger
 	// remote rate-limits the warnings any machine on the segment can trigger at will (refusals).
 	remote *ratelog.Limiter
@@ -139,6 +160,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /ipxe/machine", s.machineScript)
 	mux.HandleFunc("GET /ipxe/{file}", s.loader)
 	mux.HandleFunc("GET /images/{image}/{version}/{file}", s.imageFile)
+	mux.HandleFunc("GET /chunks/{prefix}/{name}", s.chunk)
+	if s.opts.FetchInitrd != "" {
+		mux.HandleFunc("GET /node/"+s.opts.FetchInitrd, s.fetchInitrd)
+	}
+	if s.peers != nil {
+		mux.HandleFunc("POST /api/v1/node/peer", s.announcePeer)
+		mux.HandleFunc("GET /api/v1/peers", s.listPeers)
+	}
 	mux.HandleFunc("GET /api/v1/nodes", s.inventory)
 	if s.nodes != nil {
 		mux.HandleFunc("GET /api/v1/hello", s.hello)
@@ -192,6 +221,9 @@ func (s *Server) noteAsked(h http.Handler) http.Handler {
 
 // onCopiers reports whether downloads should leave the CPU to boot work now.
 func (s *Server) onCopiers() bool { return s.opts.Phase == nil || s.opts.Phase.Booting() }
+
+// SetPeers lets nodes announce the chunks they serve and learn of each other (nil: no peers).
+func (s *Server) SetPeers(p Peers) { s.peers = p }
 
 // Serve answers on ln until ctx is done or ln fails, lets the requests in flight end, and then
 // writes the counts of the refusals its rate limit held back; it returns ln's failure, or nil

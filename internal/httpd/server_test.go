@@ -1,6 +1,7 @@
 package httpd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -75,6 +76,26 @@ func (f fakeFiles) OpenImageFile(image, version, file string) (*os.File, error) 
 		return nil, err
 	}
 	return os.Open(filepath.Join(f.dir, file))
+}
+
+func (f fakeFiles) OpenChunk(prefix, name string) (*os.File, error) {
+	for _, n := range []string{prefix, name} {
+		if err := f.check(n); err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	if len(name) != 64 || prefix != name[:4] {
+		return nil, fmt.Errorf("chunk %s/%s: %w", prefix, name, ErrNotFound)
+	}
+	fh, err := os.Open(filepath.Join(f.dir, "chunks", prefix, name))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return fh, nil
+}
+
+func (f fakeFiles) OpenFetchInitrd() (*os.File, error) {
+	return os.Open(filepath.Join(f.dir, "bootd-fetch.img"))
 }
 
 func (f fakeFiles) OpenLoader(name string) (*os.File, error) {
