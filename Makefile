@@ -11,7 +11,7 @@ FUZZTIME ?=
 help:
 	@echo "make demo    set up this Debian machine and watch PCs netboot through bootd in a virtual lab (root)"
 	@echo "make check   everything CI runs: lint, unit tests, short fuzzing, QEMU end-to-end suite (root)"
-	@echo "make build   build bin/bootd and bin/imgbuild"
+	@echo "make build   build bin/bootd, bin/imgbuild and bin/bootd-fetch (the nodes' fetch program, static)"
 	@echo "make bench   boot storm, image builds, squashfs packing and overlay rendering, each against a baseline in the same run (root)"
 	@echo "make test    unit and loopback tests (fast)"
 	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 15 min: two shards side by side)"
@@ -21,6 +21,7 @@ help:
 build:
 	$(GO) build -trimpath -o $(BIN)/bootd ./cmd/bootd
 	$(GO) build -trimpath -o $(BIN)/imgbuild ./cmd/imgbuild
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/bootd-fetch ./cmd/bootd-fetch
 
 test:
 	$(GO) test ./...

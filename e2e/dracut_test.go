@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labcluster/gpucluster/internal/castr"
+	"github.com/labcluster/gpucluster/internal/fetchinitrd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
@@ -218,6 +221,68 @@ func TestRealDracutLiveRoot(t *testing.T) {
 			t.Errorf("the HTTP server served %s %d times during the boot, want at least once (the refusal must follow a download)", dracutImage, got)
 		}
 	})
+
+	// By chunks: the version is published with a casync index over a chunk store (as imgbuild
+	// does), bootd's fetch program rides in a second initrd (as bootd sends it), and the command
+	// line names the index with its hash. The node rebuilds the root from the chunks, checks it,
+	// and boots it; the whole file is never downloaded.
+	t.Run("by-chunks", func(t *testing.T) {
+		images := filepath.Join(www, "images")
+		index := filepath.Join(filepath.Dir(img), castr.IndexFile)
+		if _, err := castr.Chunk(ctx, img, images, index); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(castr.StorePath(images), filepath.Join(www, "chunks")); err != nil {
+			t.Fatal(err)
+		}
+		ib, err := os.ReadFile(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		isum := sha256.Sum256(ib)
+		both := filepath.Join(dir, "initramfs-with-fetch.img")
+		buildFetchInitrd(ctx, t, initrd, both)
+		args := chunkedRootArgs(dracutServer, dracutNodeIP, dracutMAC, "node1", dracutImage, sum, castr.IndexFile, hex.EncodeToString(isum[:]), "panic=-1")
+		whole0, index0 := srv.count(dracutImage), srv.count(path.Join(path.Dir(dracutImage), castr.IndexFile))
+		chunks0 := srv.prefixCount("/chunks/")
+		vm, err := lab.StartKernelVM(ctx, vlab.KernelVMSpec{Name: "dracut-chunks", MAC: dracutMAC, MemoryMiB: 512,
+			Kernel: res.Kernel, Initrd: both, Append: args}, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(vm.Kill)
+		bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer bcancel()
+		m, err := vm.WaitConsole(bctx, regexp.MustCompile(dracutLiveMarker+` host=(\S+) root=(\S+)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("live root by chunks up %s after power on: %s", time.Since(vm.Started).Round(time.Millisecond), m[0])
+		for _, want := range []string{"bootd: fetching the root image by chunks", "root image fetched and checked", "bootd: root image sha256 ok", "dracut: Switching root"} {
+			if len(vm.ConsoleLines(want)) == 0 {
+				t.Errorf("console has no %q", want)
+			}
+		}
+		t.Logf("fetch: %q", vm.ConsoleLines("root image fetched"))
+		if got := srv.count(dracutImage) - whole0; got != 0 {
+			t.Errorf("the whole image was downloaded %d times; want chunks only", got)
+		}
+		if got := srv.count(path.Join(path.Dir(dracutImage), castr.IndexFile)) - index0; got != 1 {
+			t.Errorf("the index was downloaded %d times, want once", got)
+		}
+		idx, err := castr.ReadIndex(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.prefixCount("/chunks/") - chunks0; got < len(idx.Chunks) {
+			t.Errorf("%d chunk requests, want at least the index's %d chunks", got, len(idx.Chunks))
+		}
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		defer wcancel()
+		if err := vm.Wait(wctx); err != nil {
+			t.Errorf("after the marker: %v", err)
+		}
+	})
 }
 
 // liveRootArgs is the kernel command line bootd renders (httpd.KernelArgs) for node name at
@@ -251,7 +316,7 @@ func checkDracutInitramfs(ctx context.Context, t *testing.T, img string) {
 	for _, n := range strings.Fields(string(out)) {
 		names[strings.TrimPrefix(n, "./")] = true
 	}
-	for _, want := range []string{"usr/sbin/dmsquash-live-root", "usr/sbin/dmsquash-live-root.unchecked", "usr/sbin/livenetroot", "usr/bin/sha256sum", "usr/bin/curl"} {
+	for _, want := range []string{"usr/sbin/dmsquash-live-root", "usr/sbin/dmsquash-live-root.unchecked", "usr/sbin/livenetroot", "usr/sbin/livenetroot.whole", "usr/bin/sha256sum", "usr/bin/curl"} {
 		if !names[want] && !names[strings.TrimPrefix(want, "usr/")] {
 			t.Errorf("initramfs lacks %s", want)
 		}
@@ -316,6 +381,59 @@ func (s *labFileServer) count(path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.served[path]
+}
+
+// prefixCount is how many requests had a path under prefix.
+func (s *labFileServer) prefixCount(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for p, c := range s.served {
+		if strings.HasPrefix(p, prefix) {
+			n += c
+		}
+	}
+	return n
+}
+
+// buildFetchInitrd writes to out the dracut initramfs followed by the initrd bootd sends with a
+// chunked version (bootd-fetch, built static as make build builds it): the kernel unpacks
+// both, as it does the two initrds iPXE loads.
+func buildFetchInitrd(ctx context.Context, t *testing.T, initrd, out string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bootd-fetch")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s", "-o", bin, "../cmd/bootd-fetch")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build bootd-fetch: %v: %s", err, b)
+	}
+	prog, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := fetchinitrd.Make(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.ReadFile(initrd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, append(base, extra...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chunkedRootArgs is liveRootArgs for a version published by chunks, with bootd's fetch initrd.
+func chunkedRootArgs(server, addr, mac, name, image, hash, index, indexHash, extra string) string {
+	parts := strings.Split(strings.TrimPrefix(image, "/"), "/")
+	hw, _ := net.ParseMAC(mac)
+	opts := httpd.Options{BaseURL: "http://" + server, Netmask: netip.MustParseAddr("255.255.255.0"),
+		Gateway: netip.MustParseAddr(server), FetchInitrd: fetchinitrd.Name}
+	return httpd.KernelArgs(opts, httpd.Target{
+		Name: name, Address: netip.MustParseAddr(addr), MAC: hw, Image: parts[1], Version: parts[2], Rootfs: parts[3],
+		RootfsSHA256: hash, RootfsIndex: index, RootfsIndexSHA256: indexHash, Cmdline: extra,
+	})
 }
 
 // serveLab serves dir over HTTP on addr inside the lab's namespace (the socket is made there;

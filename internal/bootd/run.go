@@ -24,6 +24,7 @@ import (
 	"github.com/labcluster/gpucluster/internal/config"
 	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/dhcpd"
+	"github.com/labcluster/gpucluster/internal/fetchinitrd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/labview"
@@ -285,7 +286,7 @@ func (d *daemon) serveHTTP(ctx context.Context, ln net.Listener) error {
 	opts := httpd.Options{BaseURL: d.baseURL(), Netmask: mask, Gateway: d.cfg.Network.Gateway, DNS: d.cfg.Network.DNS, Phase: d.booting,
 		Meter: d.metrics, Progress: progress{d}, Extra: d.views()}
 	if d.fetchInitrd != "" {
-		opts.FetchInitrd = FetchInitrdName
+		opts.FetchInitrd = fetchinitrd.Name
 	}
 	srv := httpd.New(opts, machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
 	srv.SetPeers(peerBook{d})

@@ -32,12 +32,15 @@ type Options struct {
 	IndexSHA256 string   // its sha256, as bootd's verified manifest lists it: the trust root
 	Store       string   // bootd's chunk store (URL)
 	Peers       []string // other nodes' chunk stores (URLs); tried before bootd, dropped when they lie
-	Seeds       []Seed
-	Output      string // the image to write
-	SHA256      string // the whole image's sha256 (rd.bootd.sha256)
+	// PeerList, when set, is asked now and then for more peers (bootd's list: nodes that started
+	// after this one).
+	PeerList func(context.Context) []string
+	Seeds    []Seed
+	Output   string // the image to write
+	SHA256   string // the whole image's sha256 (rd.bootd.sha256)
 	// Whole is the image's URL at bootd: the fallback when the chunked path fails.
 	Whole string
-	N     int // chunks in flight; 0: 8
+	N     int // chunks in flight; 0: 16
 	Log   logrus.FieldLogger
 	// OnIndex, when set, is called with the checked index before the first chunk is written, and
 	// the output file exists from then on (empty at first): a node starts serving its chunks
@@ -63,7 +66,7 @@ type Stats struct {
 func Fetch(ctx context.Context, o Options) (Stats, error) {
 	start := time.Now()
 	if o.N <= 0 {
-		o.N = 8
+		o.N = 16
 	}
 	if o.Log == nil {
 		o.Log = logrus.New()
@@ -82,6 +85,7 @@ func Fetch(ctx context.Context, o Options) (Stats, error) {
 	}
 	if err != nil {
 		os.Truncate(o.Output, 0) // nothing unchecked stays, nor is served
+		os.Remove(o.Output + HaveSuffix)
 		return st, err
 	}
 	fi, err := os.Stat(o.Output)
@@ -101,41 +105,56 @@ func fetchChunks(ctx context.Context, o Options) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	src := &sources{ctx: ctx, bootd: newSource(o.Store, false, httpClient(o.N, false)), log: o.Log}
-	peerClient := httpClient(o.N, true)
-	for _, p := range o.Peers {
-		src.peers = append(src.peers, newSource(p, true, peerClient))
-	}
-	all := append([]*source{}, src.peers...)
-	seeds, err := openSeeds(o.Output, o.Seeds, o.Log)
+	// A file left by an earlier try is overwritten whole (truncated, not removed: a server may
+	// hold it open).
+	out, err := os.OpenFile(o.Output, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return st, err
 	}
-	// A file left by an earlier try would be taken as in place where it matches: start empty
-	// (truncated, not removed: a server may hold it open).
-	if err := os.WriteFile(o.Output, nil, 0o644); err != nil {
+	defer out.Close()
+	if err := out.Truncate(idx.Length()); err != nil {
 		return st, err
 	}
+	have, err := newHaveMap(o.Output+HaveSuffix, len(idx.Chunks))
+	if err != nil {
+		return st, err
+	}
+	defer have.close()
 	if o.OnIndex != nil {
 		o.OnIndex(idx)
 	}
-	// Invalid seeds (a damaged cache) are skipped: their chunks come from the sources.
-	es, err := desync.AssembleFile(ctx, o.Output, idx, src, seeds, desync.AssembleOptions{N: o.N, InvalidSeedAction: desync.InvalidSeedActionSkip})
-	src.mu.Lock()
-	st.PeersDropped = append(st.PeersDropped, src.dropped...)
-	src.mu.Unlock()
-	st.FromBootd = src.bootd.bytes.Load()
-	for _, p := range all {
+	a := newAssembler(ctx, idx, out, have, newSource(o.Store, false, httpClient(o.N, false)), o.Log)
+	a.bootdSlots = bootdSlots
+	peerClient := httpClient(o.N, true)
+	a.addPeers(o.Peers, map[string]bool{}, peerClient)
+	for _, s := range o.Seeds {
+		sd, err := openSeed(s)
+		if err != nil {
+			o.Log.WithError(err).WithField("seed", s.File).Warn("seed left out")
+			continue
+		}
+		st.FromSeeds += a.fromSeeds([]seed{sd})
+		sd.f.Close()
+	}
+	err = a.run(o.N, func(ctx context.Context) { a.pollHaves(ctx, o.PeerList, peerClient) })
+	a.mu.Lock()
+	st.PeersDropped = append(st.PeersDropped, a.dropped...)
+	for _, p := range a.all {
 		st.FromPeers += p.bytes.Load()
 	}
-	if es != nil {
-		st.FromSeeds = int64(es.BytesCopied + es.BytesCloned)
-	}
+	a.mu.Unlock()
+	st.FromBootd = a.bootd.bytes.Load()
 	if err != nil {
+		have.clear()
 		return st, fmt.Errorf("assemble from %s: %w", o.Index, err)
 	}
 	return st, nil
 }
+
+// bootdSlots bounds the chunks a node asks of bootd at once: enough to keep a link busy alone,
+// few enough that in a storm bootd's link carries each chunk about once (the nodes pick from
+// bootd only chunks no peer holds, each in its own random order).
+const bootdSlots = 4
 
 // fetchIndex downloads the index and checks it against the hash bootd's manifest gives.
 func fetchIndex(ctx context.Context, url, want string) (desync.Index, error) {
@@ -179,33 +198,6 @@ func getBounded(ctx context.Context, url string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes", url, limit)
 	}
 	return b, nil
-}
-
-// openSeeds reads each seed's index; a seed whose index or file cannot be read is left out.
-func openSeeds(output string, seeds []Seed, log logrus.FieldLogger) ([]desync.Seed, error) {
-	var out []desync.Seed
-	for _, s := range seeds {
-		f, err := os.Open(s.Index)
-		if err != nil {
-			log.WithError(err).Warn("seed left out")
-			continue
-		}
-		idx, err := desync.IndexFromReader(io.LimitReader(f, maxIndex))
-		f.Close()
-		if err == nil {
-			_, err = os.Stat(s.File)
-		}
-		if err != nil {
-			log.WithError(err).WithField("seed", s.File).Warn("seed left out")
-			continue
-		}
-		seed, err := desync.NewIndexSeed(output, s.File, idx)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, seed)
-	}
-	return out, nil
 }
 
 // fetchWhole downloads url to path (the plain HTTP path) and returns the bytes it wrote.

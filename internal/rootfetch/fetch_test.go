@@ -101,16 +101,42 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// peer serves a file's chunks as a node does (Serve); lying peers answer every chunk with junk.
-func peer(t *testing.T, file string, idx desync.Index, lying bool) string {
+// servePeer serves a file's chunks as a node does (Serve), with a have-map listing the index
+// positions below held (all of them: -1); a lying peer lists every chunk and answers each with junk.
+func servePeer(t *testing.T, file string, idx desync.Index, held int, lying bool) string {
 	t.Helper()
 	if lying {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/have" {
+				w.Write(bytes.Repeat([]byte{0xff}, haveLen(len(idx.Chunks))))
+				return
+			}
 			w.Write(bytes.Repeat([]byte("not the chunk you asked for "), 100))
 		}))
 		t.Cleanup(s.Close)
 		return s.URL + StorePath
 	}
+	if held < 0 {
+		held = len(idx.Chunks)
+	}
+	// The peer's own copy of the file, so its have-map is its own.
+	own := filepath.Join(t.TempDir(), "peer.img")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(own, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	have, err := newHaveMap(own+HaveSuffix, len(idx.Chunks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pos := 0; pos < held; pos++ {
+		have.set(pos)
+	}
+	have.close()
+	file = own
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -200,18 +226,18 @@ func TestFetch(t *testing.T) {
 			want{fromBootdMin: delta, fromBootdMax: delta * 12 / 10}},
 		{"damaged seed: skipped, chunks from bootd", func(o *Options) { o.Seeds = []Seed{{corrupt, v1.index}} }, nil,
 			want{fromBootdMin: size, fromBootdMax: size}},
-		{"honest peer holding v2: nothing from bootd", nil, func(t *testing.T, o *Options) {
-			o.Peers = []string{peer(t, v2.file, v2.idx, false)}
-		}, want{fromPeersMin: size}},
-		{"peer holding v1: its chunks from it, the rest from bootd", nil, func(t *testing.T, o *Options) {
-			o.Peers = []string{peer(t, v1.file, v1.idx, false)}
-		}, want{fromBootdMin: delta, fromBootdMax: delta, fromPeersMin: size - delta}},
+		{"honest peer holding v2: most from it", nil, func(t *testing.T, o *Options) {
+			o.Peers = []string{servePeer(t, v2.file, v2.idx, -1, false)}
+		}, want{fromBootdMax: size / 2, fromPeersMin: size / 2}},
+		{"peer still fetching: what it holds from it, the rest from bootd", nil, func(t *testing.T, o *Options) {
+			o.Peers = []string{servePeer(t, v2.file, v2.idx, len(v2.idx.Chunks)/2, false)}
+		}, want{fromBootdMin: size / 3, fromBootdMax: size, fromPeersMin: 1}},
 		{"lying peer: dropped, bootd instead", nil, func(t *testing.T, o *Options) {
-			o.Peers = []string{peer(t, "", desync.Index{}, true)}
-		}, want{fromBootdMin: size, fromBootdMax: size, dropped: 1}},
+			o.Peers = []string{servePeer(t, "", v2.idx, -1, true)}
+		}, want{fromBootdMin: size / 2, fromBootdMax: size, dropped: 1}},
 		{"lying and honest peers: the liar dropped, the honest one used", nil, func(t *testing.T, o *Options) {
-			o.Peers = []string{peer(t, "", desync.Index{}, true), peer(t, v2.file, v2.idx, false)}
-		}, want{fromBootdMax: size / 2, fromPeersMin: size / 2, dropped: 1}},
+			o.Peers = []string{servePeer(t, "", v2.idx, -1, true), servePeer(t, v2.file, v2.idx, -1, false)}
+		}, want{fromBootdMax: size / 2, fromPeersMin: size / 3, dropped: 1}},
 		{"unreachable peer: bootd alone", nil, func(t *testing.T, o *Options) {
 			o.Peers = []string{closedPort(t)}
 		}, want{fromBootdMin: size, fromBootdMax: size, dropped: 1}},

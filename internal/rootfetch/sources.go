@@ -8,12 +8,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/folbricht/desync"
-	"github.com/sirupsen/logrus"
 )
 
 // maxChunk bounds what one chunk request reads: the chunk store's largest chunk (castr's 256
@@ -75,82 +73,6 @@ func (s *source) get(ctx context.Context, id desync.ChunkID) (*desync.Chunk, err
 	s.chunks.Add(1)
 	return c, nil
 }
-
-// sources is the desync store the assembly reads: the peers in turn, then bootd. A peer that
-// sends a wrong chunk, or cannot be reached, is dropped for the rest of the fetch; a chunk no
-// peer holds comes from bootd, the trust root's own store.
-type sources struct {
-	ctx   context.Context
-	bootd *source
-	log   logrus.FieldLogger
-
-	mu      sync.Mutex
-	peers   []*source
-	dropped []string
-	next    int
-}
-
-// GetChunk tries the peers, starting at a different one each call so that the load spreads,
-// then bootd.
-func (s *sources) GetChunk(id desync.ChunkID) (*desync.Chunk, error) {
-	for range s.peerCount() {
-		p := s.pick()
-		if p == nil {
-			break
-		}
-		c, err := p.get(s.ctx, id)
-		switch {
-		case err == nil:
-			return c, nil
-		case errors.Is(err, errMissing):
-			continue
-		case s.ctx.Err() != nil:
-			return nil, s.ctx.Err()
-		default:
-			s.drop(p, err)
-		}
-	}
-	c, err := s.bootd.get(s.ctx, id)
-	if errors.Is(err, errMissing) {
-		return nil, desync.ChunkMissing{ID: id}
-	}
-	return c, err
-}
-
-func (s *sources) peerCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.peers)
-}
-
-func (s *sources) pick() *source {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.peers) == 0 {
-		return nil
-	}
-	s.next = (s.next + 1) % len(s.peers)
-	return s.peers[s.next]
-}
-
-// drop removes a peer for good: it sent bytes that are not the chunk it was asked for, or it
-// failed. Either way the node will not ask it again during this fetch.
-func (s *sources) drop(p *source, why error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, q := range s.peers {
-		if q == p {
-			s.peers = append(s.peers[:i], s.peers[i+1:]...)
-			s.dropped = append(s.dropped, p.base)
-			s.log.WithFields(logrus.Fields{"peer": p.base, "problem": why.Error()}).Warn("peer dropped; its chunks come from others or bootd")
-			return
-		}
-	}
-}
-
-func (s *sources) HasChunk(id desync.ChunkID) (bool, error) { return true, nil }
-func (s *sources) Close() error                             { return nil }
-func (s *sources) String() string                           { return s.bootd.base }
 
 // httpClient is what the sources use: keep-alive, and bounded waits. Peers get short ones: a
 // segment that drops their traffic must cost a booting node seconds, not minutes, before it

@@ -1,0 +1,413 @@
+package rootfetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/folbricht/desync"
+	"github.com/sirupsen/logrus"
+)
+
+// Why our own assembly and not desync's AssembleFile: AssembleFile walks the index in order and
+// asks one store for each chunk. In a boot storm every node would then want the same chunks at
+// the same moment, none would hold them yet, and all would take them from bootd: N times the
+// image through its one link. Here each node takes the chunks in its own random order, from a
+// peer whose have-map lists the chunk, and from bootd only the chunks no peer holds, a few at a
+// time: bootd's link carries each chunk about once and the nodes pass them on. desync still
+// does the format: the index, each chunk's check, the HTTP chunk store layout.
+
+const (
+	// peerInflight bounds the requests a node has at one peer at once, so that a storm spreads
+	// over the peers instead of piling onto the first.
+	peerInflight = 4
+	// scanWindow bounds how many pending chunks one pick looks at.
+	scanWindow = 256
+	// bootdRetries is how often a chunk is asked of bootd before the fetch gives up (and the
+	// node falls back to the whole file).
+	bootdRetries = 3
+)
+
+// peer is a source with what its have-map says it holds.
+type peer struct {
+	*source
+	have     atomic.Pointer[[]byte] // bitmap over the index's positions
+	inflight int                    // under assembler.mu
+}
+
+func (p *peer) holds(pos int) bool {
+	h := p.have.Load()
+	return h != nil && pos/8 < len(*h) && (*h)[pos/8]&(1<<(pos%8)) != 0
+}
+
+// chunkState is where one distinct chunk of the index stands.
+type chunkState uint8
+
+const (
+	pending chunkState = iota
+	inflight
+	done
+)
+
+type assembler struct {
+	ctx   context.Context
+	idx   desync.Index
+	out   *os.File
+	have  *haveMap
+	log   logrus.FieldLogger
+	bootd *source
+
+	ids       []desync.ChunkID // distinct chunks
+	positions [][]int          // each one's positions in the index
+	first     map[desync.ChunkID]int
+
+	mu            sync.Mutex
+	cond          *sync.Cond
+	state         []chunkState
+	pending       []int // distinct chunks not done, in this node's random order
+	remaining     int
+	peers         []*peer // live
+	all           []*peer
+	dropped       []string
+	bootdInflight int
+	bootdSlots    int
+	err           error
+}
+
+func newAssembler(ctx context.Context, idx desync.Index, out *os.File, have *haveMap, bootd *source, log logrus.FieldLogger) *assembler {
+	a := &assembler{ctx: ctx, idx: idx, out: out, have: have, bootd: bootd, log: log, first: map[desync.ChunkID]int{}}
+	a.cond = sync.NewCond(&a.mu)
+	for pos, c := range idx.Chunks {
+		i, ok := a.first[c.ID]
+		if !ok {
+			i = len(a.ids)
+			a.first[c.ID] = i
+			a.ids = append(a.ids, c.ID)
+			a.positions = append(a.positions, nil)
+		}
+		a.positions[i] = append(a.positions[i], pos)
+	}
+	a.state = make([]chunkState, len(a.ids))
+	a.pending = rand.Perm(len(a.ids))
+	a.remaining = len(a.ids)
+	return a
+}
+
+// write puts a checked chunk at every position of the index that holds it, and marks them held.
+func (a *assembler) write(i int, b []byte) error {
+	for _, pos := range a.positions[i] {
+		c := a.idx.Chunks[pos]
+		if _, err := a.out.WriteAt(b, int64(c.Start)); err != nil {
+			return err
+		}
+		a.have.set(pos)
+	}
+	return nil
+}
+
+// fromSeeds copies every chunk a seed holds, each checked against its id; a chunk whose seed
+// bytes do not check out (a damaged cache) is left to the sources. It returns the bytes copied.
+func (a *assembler) fromSeeds(seeds []seed) int64 {
+	var n int64
+	for _, s := range seeds {
+		for i, id := range a.ids {
+			if a.state[i] == done {
+				continue
+			}
+			c, ok := s.pos[id]
+			if !ok {
+				continue
+			}
+			b := make([]byte, c.Size)
+			if _, err := s.f.ReadAt(b, int64(c.Start)); err != nil {
+				continue
+			}
+			if desync.Digest.Sum(b) != id {
+				continue
+			}
+			if err := a.write(i, b); err != nil {
+				continue
+			}
+			a.state[i] = done
+			a.remaining--
+			n += int64(len(b)) * int64(len(a.positions[i]))
+		}
+	}
+	return n
+}
+
+// job is one chunk to get from one source.
+type job struct {
+	i   int
+	src *source
+	p   *peer // nil: bootd
+}
+
+// next returns the next chunk to fetch and where from, waiting while every source is busy; ok
+// is false once everything is done or the fetch failed.
+func (a *assembler) next() (job, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for {
+		if a.remaining == 0 || a.err != nil || a.ctx.Err() != nil {
+			return job{}, false
+		}
+		if j, ok := a.pickLocked(); ok {
+			return j, true
+		}
+		a.cond.Wait()
+	}
+}
+
+// pickLocked looks, from a random place in the pending list, for a chunk some live peer with a
+// free slot holds; failing that, while bootd has a free slot, for a chunk no peer holds.
+func (a *assembler) pickLocked() (job, bool) {
+	a.compactLocked()
+	n := len(a.pending)
+	if n == 0 {
+		return job{}, false
+	}
+	// Peers first, each from its own random start.
+	order := rand.Perm(len(a.peers))
+	for _, pi := range order {
+		p := a.peers[pi]
+		if p.inflight >= peerInflight {
+			continue
+		}
+		start := rand.IntN(n)
+		for k := 0; k < min(n, scanWindow); k++ {
+			i := a.pending[(start+k)%n]
+			if a.state[i] == pending && p.holds(a.positions[i][0]) {
+				a.state[i], p.inflight = inflight, p.inflight+1
+				return job{i: i, src: p.source, p: p}, true
+			}
+		}
+	}
+	if a.bootdInflight >= a.bootdSlots {
+		return job{}, false
+	}
+	start := rand.IntN(n)
+	for k := 0; k < min(n, scanWindow); k++ {
+		i := a.pending[(start+k)%n]
+		if a.state[i] == pending && !a.anyPeerHoldsLocked(a.positions[i][0]) {
+			a.state[i] = inflight
+			a.bootdInflight++
+			return job{i: i, src: a.bootd}, true
+		}
+	}
+	// Every chunk in view is held by busy peers: take one from bootd rather than sit idle when
+	// bootd has room, but only when the peers are all busy.
+	for k := 0; k < min(n, scanWindow); k++ {
+		i := a.pending[(start+k)%n]
+		if a.state[i] == pending && !a.anyPeerFreeLocked() {
+			a.state[i] = inflight
+			a.bootdInflight++
+			return job{i: i, src: a.bootd}, true
+		}
+	}
+	return job{}, false
+}
+
+func (a *assembler) anyPeerHoldsLocked(pos int) bool {
+	for _, p := range a.peers {
+		if p.holds(pos) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *assembler) anyPeerFreeLocked() bool {
+	for _, p := range a.peers {
+		if p.inflight < peerInflight && p.have.Load() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// compactLocked drops finished chunks from the pending list once they are half of it.
+func (a *assembler) compactLocked() {
+	if len(a.pending) < 2*a.remaining+64 {
+		return
+	}
+	kept := a.pending[:0]
+	for _, i := range a.pending {
+		if a.state[i] != done {
+			kept = append(kept, i)
+		}
+	}
+	a.pending = kept
+}
+
+// finish records a job's outcome.
+func (a *assembler) finish(j job, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j.p != nil {
+		j.p.inflight--
+	} else {
+		a.bootdInflight--
+	}
+	if ok {
+		a.state[j.i] = done
+		a.remaining--
+	} else {
+		a.state[j.i] = pending
+	}
+	a.cond.Broadcast()
+}
+
+func (a *assembler) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.cond.Broadcast()
+}
+
+// drop removes a peer for good: it sent bytes that are not the chunk asked for, did not have a
+// chunk its have-map listed, or failed.
+func (a *assembler) drop(p *peer, why error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, q := range a.peers {
+		if q == p {
+			a.peers = append(a.peers[:i], a.peers[i+1:]...)
+			a.dropped = append(a.dropped, p.base)
+			a.log.WithFields(logrus.Fields{"peer": p.base, "problem": why.Error()}).Warn("peer dropped; its chunks come from others or bootd")
+			break
+		}
+	}
+	a.cond.Broadcast()
+}
+
+// worker fetches chunks until none is left.
+func (a *assembler) worker() {
+	for {
+		j, ok := a.next()
+		if !ok {
+			return
+		}
+		a.finish(j, a.fetch(j))
+	}
+}
+
+// fetch gets one chunk from its source, checks it and writes it.
+func (a *assembler) fetch(j job) bool {
+	id := a.ids[j.i]
+	tries := 1
+	if j.p == nil {
+		tries = bootdRetries
+	}
+	var c *desync.Chunk
+	var err error
+	for t := 0; t < tries; t++ {
+		if c, err = j.src.get(a.ctx, id); err == nil || a.ctx.Err() != nil {
+			break
+		}
+		if j.p == nil && t+1 < tries {
+			time.Sleep(time.Duration(t+1) * 500 * time.Millisecond)
+		}
+	}
+	if err != nil {
+		if a.ctx.Err() != nil {
+			return false
+		}
+		if j.p != nil {
+			if errors.Is(err, errMissing) {
+				err = fmt.Errorf("its have-map lists chunk %s, which it does not serve", id)
+			}
+			a.drop(j.p, err)
+			return false
+		}
+		a.fail(fmt.Errorf("chunk %s from bootd: %w", id, err))
+		return false
+	}
+	b, err := c.Data()
+	if err == nil {
+		err = a.write(j.i, b)
+	}
+	if err != nil {
+		a.fail(err)
+		return false
+	}
+	return true
+}
+
+// run fetches every chunk not yet done with n workers, while the peers' have-maps are polled.
+func (a *assembler) run(n int, poll func(ctx context.Context)) error {
+	ctx, cancel := context.WithCancel(a.ctx)
+	defer cancel()
+	go poll(ctx)
+	// Wake waiting workers now and then: a have-map may have changed.
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				a.mu.Lock()
+				a.cond.Broadcast()
+				a.mu.Unlock()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.worker()
+		}()
+	}
+	wg.Wait()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		return a.err
+	}
+	if err := a.ctx.Err(); err != nil {
+		return err
+	}
+	if a.remaining != 0 {
+		return fmt.Errorf("%d chunks left", a.remaining)
+	}
+	return nil
+}
+
+// seed is an image the node holds, with its chunks' places.
+type seed struct {
+	f   *os.File
+	pos map[desync.ChunkID]desync.IndexChunk
+}
+
+func openSeed(s Seed) (seed, error) {
+	f, err := os.Open(s.Index)
+	if err != nil {
+		return seed{}, err
+	}
+	idx, err := desync.IndexFromReader(io.LimitReader(f, maxIndex))
+	f.Close()
+	if err != nil {
+		return seed{}, fmt.Errorf("seed index %s: %w", s.Index, err)
+	}
+	img, err := os.Open(s.File)
+	if err != nil {
+		return seed{}, err
+	}
+	pos := make(map[desync.ChunkID]desync.IndexChunk, len(idx.Chunks))
+	for _, c := range idx.Chunks {
+		pos[c.ID] = c
+	}
+	return seed{f: img, pos: pos}, nil
+}
