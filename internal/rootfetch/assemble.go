@@ -2,8 +2,10 @@ package rootfetch
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -34,16 +36,41 @@ const (
 	bootdRetries = 3
 )
 
-// peer is a source with what its have-map says it holds.
+// peer is a source with what its have-map says it holds and fetches.
 type peer struct {
 	*source
-	have     atomic.Pointer[[]byte] // bitmap over the index's positions
+	have     atomic.Pointer[[]byte] // the two bitmaps over the index's positions (have.go)
 	inflight int                    // under assembler.mu
+	hash     uint64                 // its place in the bootd-share (owner)
 }
 
-func (p *peer) holds(pos int) bool {
+func (p *peer) bit(half, pos int) bool {
 	h := p.have.Load()
-	return h != nil && pos/8 < len(*h) && (*h)[pos/8]&(1<<(pos%8)) != 0
+	if h == nil {
+		return false
+	}
+	at := half*len(*h)/2 + pos/8
+	return (*h)[at]&(1<<(pos%8)) != 0
+}
+
+func (p *peer) holds(pos int) bool    { return p.bit(0, pos) }
+func (p *peer) fetching(pos int) bool { return p.bit(1, pos) }
+
+// nodeHash places a node (by the chunk store URL its peers know it by) among the owners.
+func nodeHash(url string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(url))
+	return h.Sum64()
+}
+
+// score ranks node for chunk id (rendezvous hashing): the node with the highest score owns it.
+func score(node uint64, id desync.ChunkID) uint64 {
+	x := node ^ binary.LittleEndian.Uint64(id[:8])
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // chunkState is where one distinct chunk of the index stands.
@@ -78,6 +105,11 @@ type assembler struct {
 	bootdInflight int
 	bootdSlots    int
 	err           error
+	// self places this node among the owners (0: no owners, every chunk is this node's to take
+	// from bootd); mine says which chunks it owns among itself and its live peers: each chunk
+	// has one owner that takes it from bootd, the others wait for it to hold it.
+	self uint64
+	mine []bool
 }
 
 func newAssembler(ctx context.Context, idx desync.Index, out *os.File, have *haveMap, bootd *source, log logrus.FieldLogger) *assembler {
@@ -94,6 +126,7 @@ func newAssembler(ctx context.Context, idx desync.Index, out *os.File, have *hav
 		a.positions[i] = append(a.positions[i], pos)
 	}
 	a.state = make([]chunkState, len(a.ids))
+	a.mine = make([]bool, len(a.ids))
 	a.pending = rand.Perm(len(a.ids))
 	a.remaining = len(a.ids)
 	return a
@@ -192,35 +225,69 @@ func (a *assembler) pickLocked() (job, bool) {
 	if a.bootdInflight >= a.bootdSlots {
 		return job{}, false
 	}
+	// From bootd: a chunk this node owns, else one nobody in view holds or is fetching.
 	start := rand.IntN(n)
+	spare := -1
 	for k := 0; k < min(n, scanWindow); k++ {
 		i := a.pending[(start+k)%n]
-		if a.state[i] == pending && !a.anyPeerHoldsLocked(a.positions[i][0]) {
-			a.state[i] = inflight
-			a.bootdInflight++
-			return job{i: i, src: a.bootd}, true
+		if a.state[i] != pending || a.anyPeerHasLocked(a.positions[i][0]) {
+			continue
 		}
+		if a.mine[i] {
+			return a.fromBootdLocked(i), true
+		}
+		if spare < 0 {
+			spare = i
+		}
+	}
+	if spare >= 0 && !a.anyPeerFreeLocked() {
+		return a.fromBootdLocked(spare), true
 	}
 	// Every chunk in view is held by busy peers: take one from bootd rather than sit idle when
 	// bootd has room, but only when the peers are all busy.
-	for k := 0; k < min(n, scanWindow); k++ {
-		i := a.pending[(start+k)%n]
-		if a.state[i] == pending && !a.anyPeerFreeLocked() {
-			a.state[i] = inflight
-			a.bootdInflight++
-			return job{i: i, src: a.bootd}, true
+	if spare < 0 && !a.anyPeerFreeLocked() {
+		for k := 0; k < min(n, scanWindow); k++ {
+			if i := a.pending[(start+k)%n]; a.state[i] == pending {
+				return a.fromBootdLocked(i), true
+			}
 		}
 	}
 	return job{}, false
 }
 
-func (a *assembler) anyPeerHoldsLocked(pos int) bool {
+func (a *assembler) fromBootdLocked(i int) job {
+	a.state[i] = inflight
+	a.bootdInflight++
+	a.have.fetching(a.positions[i][0], true)
+	return job{i: i, src: a.bootd}
+}
+
+// anyPeerHasLocked: some live peer holds the chunk at pos, or is fetching it from bootd.
+func (a *assembler) anyPeerHasLocked(pos int) bool {
 	for _, p := range a.peers {
-		if p.holds(pos) {
+		if p.holds(pos) || p.fetching(pos) {
 			return true
 		}
 	}
 	return false
+}
+
+// ownLocked recomputes which chunks this node owns among itself and its live peers.
+func (a *assembler) ownLocked() {
+	for i, id := range a.ids {
+		if a.self == 0 {
+			a.mine[i] = true
+			continue
+		}
+		best := score(a.self, id)
+		a.mine[i] = true
+		for _, p := range a.peers {
+			if score(p.hash, id) > best {
+				a.mine[i] = false
+				break
+			}
+		}
+	}
 }
 
 func (a *assembler) anyPeerFreeLocked() bool {
@@ -254,6 +321,9 @@ func (a *assembler) finish(j job, ok bool) {
 		j.p.inflight--
 	} else {
 		a.bootdInflight--
+		if !ok {
+			a.have.fetching(a.positions[j.i][0], false)
+		}
 	}
 	if ok {
 		a.state[j.i] = done
@@ -282,6 +352,7 @@ func (a *assembler) drop(p *peer, why error) {
 		if q == p {
 			a.peers = append(a.peers[:i], a.peers[i+1:]...)
 			a.dropped = append(a.dropped, p.base)
+			a.ownLocked()
 			a.log.WithFields(logrus.Fields{"peer": p.base, "problem": why.Error()}).Warn("peer dropped; its chunks come from others or bootd")
 			break
 		}

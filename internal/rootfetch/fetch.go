@@ -35,9 +35,13 @@ type Options struct {
 	// PeerList, when set, is asked now and then for more peers (bootd's list: nodes that started
 	// after this one).
 	PeerList func(context.Context) []string
-	Seeds    []Seed
-	Output   string // the image to write
-	SHA256   string // the whole image's sha256 (rd.bootd.sha256)
+	// Self is this node's chunk store URL as its peers know it (bootd's list): it places the node
+	// among the owners that share the chunks out of bootd. "" takes from bootd any chunk no peer
+	// holds or fetches.
+	Self   string
+	Seeds  []Seed
+	Output string // the image to write
+	SHA256 string // the whole image's sha256 (rd.bootd.sha256)
 	// Whole is the image's URL at bootd: the fallback when the chunked path fails.
 	Whole string
 	N     int // chunks in flight; 0: 16
@@ -125,6 +129,9 @@ func fetchChunks(ctx context.Context, o Options) (Stats, error) {
 	}
 	a := newAssembler(ctx, idx, out, have, newSource(o.Store, false, httpClient(o.N, false)), o.Log)
 	a.bootdSlots = bootdSlots
+	if o.Self != "" {
+		a.self = nodeHash(o.Self)
+	}
 	peerClient := httpClient(o.N, true)
 	a.addPeers(o.Peers, map[string]bool{}, peerClient)
 	for _, s := range o.Seeds {

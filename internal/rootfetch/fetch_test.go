@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/folbricht/desync"
 	"github.com/sirupsen/logrus"
@@ -68,6 +70,9 @@ func hexsum(b []byte) string {
 type bootdServer struct {
 	*httptest.Server
 	chunkBytes, wholeBytes atomic.Int64
+	// link, when set, is held for a while by each chunk sent: one busy link shared by all.
+	link  sync.Mutex
+	delay time.Duration
 }
 
 func serveBootd(t *testing.T, images string) *bootdServer {
@@ -77,6 +82,11 @@ func serveBootd(t *testing.T, images string) *bootdServer {
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cw := &countingWriter{ResponseWriter: w}
 		if strings.HasPrefix(r.URL.Path, "/chunks/") {
+			if s.delay > 0 {
+				s.link.Lock()
+				time.Sleep(s.delay)
+				s.link.Unlock()
+			}
 			chunks.ServeHTTP(cw, r)
 			s.chunkBytes.Add(cw.n)
 			return
@@ -108,7 +118,7 @@ func servePeer(t *testing.T, file string, idx desync.Index, held int, lying bool
 	if lying {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/have" {
-				w.Write(bytes.Repeat([]byte{0xff}, haveLen(len(idx.Chunks))))
+				w.Write(append(bytes.Repeat([]byte{0xff}, haveLen(len(idx.Chunks))), make([]byte, haveLen(len(idx.Chunks)))...))
 				return
 			}
 			w.Write(bytes.Repeat([]byte("not the chunk you asked for "), 100))

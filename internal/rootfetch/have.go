@@ -12,11 +12,12 @@ import (
 	"time"
 )
 
-// A have-map is one bit per position of the index: set once the chunk there is written and
-// checked. A node keeps it beside the image (<image>.have) and serves it at /have, so that its
-// peers ask it only for chunks it holds: desync's HTTP store would answer a HEAD per chunk, a
-// request per chunk per peer; one bitmap a second costs a few KiB (BitTorrent's bitfield is
-// the same idea).
+// A have-map is two bitmaps over the index's positions: the first has a bit set once the chunk
+// there is written and checked, the second while the node is fetching it from bootd. A node
+// keeps it beside the image (<image>.have) and serves it at /have, so that its peers ask it only
+// for chunks it holds, and leave to it the chunks it is already taking from bootd: desync's HTTP
+// store would answer a HEAD per chunk, a request per chunk per peer; one map a second costs a
+// few KiB (BitTorrent's bitfield is the same idea).
 
 // HaveSuffix names an image's have-map file.
 const HaveSuffix = ".have"
@@ -30,12 +31,15 @@ type haveMap struct {
 
 func haveLen(chunks int) int { return (chunks + 7) / 8 }
 
+// haveSize is the size of a have-map (both bitmaps) for an index of that many chunks.
+func haveSize(chunks int) int { return 2 * haveLen(chunks) }
+
 func newHaveMap(path string, chunks int) (*haveMap, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	h := &haveMap{bits: make([]byte, haveLen(chunks)), f: f}
+	h := &haveMap{bits: make([]byte, haveSize(chunks)), f: f}
 	if _, err := f.WriteAt(h.bits, 0); err != nil {
 		f.Close()
 		return nil, err
@@ -43,11 +47,32 @@ func newHaveMap(path string, chunks int) (*haveMap, error) {
 	return h, nil
 }
 
+// set marks the chunk at pos held (and no longer being fetched).
 func (h *haveMap) set(pos int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.bits[pos/8] |= 1 << (pos % 8)
+	h.flipLocked(len(h.bits)/2+pos/8, pos, false)
 	_, _ = h.f.WriteAt(h.bits[pos/8:pos/8+1], int64(pos/8))
+}
+
+// fetching marks the chunk at pos as being fetched from bootd, or not any more.
+func (h *haveMap) fetching(pos int, on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.flipLocked(len(h.bits)/2+pos/8, pos, on)
+}
+
+func (h *haveMap) flipLocked(at, pos int, on bool) {
+	old := h.bits[at]
+	if on {
+		h.bits[at] |= 1 << (pos % 8)
+	} else {
+		h.bits[at] &^= 1 << (pos % 8)
+	}
+	if h.bits[at] != old {
+		_, _ = h.f.WriteAt(h.bits[at:at+1], int64(at))
+	}
 }
 
 // clear forgets everything: a fetch that failed serves nothing.
@@ -74,9 +99,9 @@ func (a *assembler) pollHaves(ctx context.Context, list func(context.Context) []
 		known[p.base] = true
 	}
 	a.mu.Unlock()
-	want := haveLen(len(a.idx.Chunks))
-	lastList := time.Now()
-	for round := 0; ; round++ {
+	want := haveSize(len(a.idx.Chunks))
+	var lastList time.Time
+	for {
 		if list != nil && time.Since(lastList) >= peerListEvery {
 			lastList = time.Now()
 			a.addPeers(list(ctx), known, client)
@@ -128,10 +153,11 @@ func (a *assembler) addPeers(urls []string, known map[string]bool, client *http.
 			continue
 		}
 		known[u] = true
-		p := &peer{source: newSource(u, true, client)}
+		p := &peer{source: newSource(u, true, client), hash: nodeHash(u)}
 		a.peers = append(a.peers, p)
 		a.all = append(a.all, p)
 	}
+	a.ownLocked()
 }
 
 func getHave(ctx context.Context, client *http.Client, url string, want int) ([]byte, error) {

@@ -84,7 +84,7 @@ func ServeIndex(ctx context.Context, ln net.Listener, file string, idx desync.In
 	defer store.Close()
 	mux := http.NewServeMux()
 	mux.Handle("GET "+StorePath, http.StripPrefix(StorePath[:len(StorePath)-1], desync.NewHTTPHandler(store, false, false, nil, "")))
-	mux.HandleFunc("GET /have", serveHave(file, haveLen(len(idx.Chunks))))
+	mux.HandleFunc("GET /have", serveHave(file, haveSize(len(idx.Chunks))))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second}
 	go func() {
 		<-ctx.Done()
