@@ -10,6 +10,8 @@ import (
 // bootArgs are what bootd put on the kernel command line for the root image.
 type bootArgs struct {
 	Bootd, SHA256, Index, IndexSHA256, Whole string
+	// Address is the node's static address (dracut's ip=<address>::...), "" without one.
+	Address string
 }
 
 // readCmdline parses the kernel command line the way dracut's getarg does: the last occurrence
@@ -33,6 +35,10 @@ func readCmdline(path string) (bootArgs, error) {
 			a.IndexSHA256 = v
 		case "root":
 			a.Whole = strings.TrimPrefix(v, "live:")
+		case "ip":
+			if addr, _, ok := strings.Cut(v, ":"); ok {
+				a.Address = addr
+			}
 		}
 	}
 	var missing []string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -55,7 +56,11 @@ func root(args []string) error {
 	o := rootfetch.Options{Index: a.Index, IndexSHA256: a.IndexSHA256, Store: a.Bootd + "/chunks/", Seeds: seeds,
 		Output: *output, SHA256: a.SHA256, Whole: a.Whole, Log: log}
 	if *port > 0 {
-		o.Peers = askPeers(ctx, a.Bootd, a.IndexSHA256, log)
+		o.PeerList = func(ctx context.Context) []string { return askPeers(ctx, a.Bootd, a.IndexSHA256, log) }
+		if a.Address != "" {
+			// As bootd names this node to its peers.
+			o.Self = "http://" + net.JoinHostPort(a.Address, strconv.Itoa(*port)) + "/chunks/"
+		}
 		o.OnIndex = func(idx desync.Index) {
 			server = startServer(*output, idx, *port, a, log)
 		}
