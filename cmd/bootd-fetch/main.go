@@ -9,11 +9,11 @@ import (
 )
 
 const usage = `usage:
-  bootd-fetch root --output FILE [--cmdline FILE] [--seed IMAGE:INDEX]... [--port N] [--stats FILE]
+  bootd-fetch root --output FILE [--cmdline FILE] [--seed IMAGE:INDEX]... [--port N] [--stats FILE] [--have FILE]
       fetch the root image named on the kernel command line (bootd=, rd.bootd.sha256=,
       rd.bootd.index=, rd.bootd.index.sha256=, root=live:URL) into FILE, checked; with --port,
       serve its chunks to other nodes from the start (a process that stays when this one ends)
-  bootd-fetch serve --image FILE --index FILE --port N [--bootd URL --index-sha256 SHA]
+  bootd-fetch serve --image FILE --index FILE --port N [--have FILE] [--bootd URL --index-sha256 SHA]
       serve the chunks of FILE as its index lists them, each checked before it leaves; with
       --bootd, announce them to bootd every 30 s
 `

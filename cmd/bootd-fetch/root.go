@@ -38,6 +38,8 @@ func root(args []string) error {
 	cmdline := fs.String("cmdline", "/proc/cmdline", "the kernel command line to read")
 	port := fs.Int("port", 0, "serve the image's chunks to other nodes on this port (0: do not)")
 	stats := fs.String("stats", "", "write where the image's bytes came from (JSON) here")
+	have := fs.String("have", "", "keep the have-map (what peers may ask for) here (default: OUTPUT.have)")
+	shared := fs.Bool("shared-output", false, "benchmarks only: other fetches write the same image into OUTPUT at once; never truncate it")
 	var seeds seedFlags
 	fs.Var(&seeds, "seed", "an image the node holds and its index, IMAGE:INDEX (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -54,7 +56,7 @@ func root(args []string) error {
 	ctx := context.Background()
 	var server *exec.Cmd
 	o := rootfetch.Options{Index: a.Index, IndexSHA256: a.IndexSHA256, Store: a.Bootd + "/chunks/", Seeds: seeds,
-		Output: *output, SHA256: a.SHA256, Whole: a.Whole, Log: log}
+		Output: *output, SHA256: a.SHA256, Whole: a.Whole, Log: log, HaveFile: *have, SharedOutput: *shared}
 	if *port > 0 {
 		o.PeerList = func(ctx context.Context) []string { return askPeers(ctx, a.Bootd, a.IndexSHA256, log) }
 		if a.Address != "" {
@@ -62,7 +64,7 @@ func root(args []string) error {
 			o.Self = "http://" + net.JoinHostPort(a.Address, strconv.Itoa(*port)) + "/chunks/"
 		}
 		o.OnIndex = func(idx desync.Index) {
-			server = startServer(*output, idx, *port, a, log)
+			server = startServer(*output, o.HaveFile, idx, *port, a, log)
 		}
 	}
 	st, err := rootfetch.Fetch(ctx, o)
@@ -109,8 +111,11 @@ func askPeers(ctx context.Context, bootd, index string, log logrus.FieldLogger) 
 // startServer writes the index beside the image and starts `bootd-fetch serve` on them, in its
 // own session, named "@bootd-fetch": systemd leaves processes so named alive when it leaves the
 // initramfs, so the node goes on serving its chunks from the root image it booted.
-func startServer(image string, idx desync.Index, port int, a bootArgs, log logrus.FieldLogger) *exec.Cmd {
-	indexFile := image + ".caibx"
+func startServer(image, have string, idx desync.Index, port int, a bootArgs, log logrus.FieldLogger) *exec.Cmd {
+	if have == "" {
+		have = image + rootfetch.HaveSuffix
+	}
+	indexFile := strings.TrimSuffix(have, rootfetch.HaveSuffix) + ".caibx"
 	f, err := os.Create(indexFile)
 	if err == nil {
 		_, err = idx.WriteTo(f)
@@ -128,7 +133,7 @@ func startServer(image string, idx desync.Index, port int, a bootArgs, log logru
 		return nil
 	}
 	cmd := &exec.Cmd{Path: self, Args: []string{"@bootd-fetch", "serve", "--image", image, "--index", indexFile,
-		"--port", strconv.Itoa(port), "--bootd", a.Bootd, "--index-sha256", a.IndexSHA256},
+		"--have", have, "--port", strconv.Itoa(port), "--bootd", a.Bootd, "--index-sha256", a.IndexSHA256},
 		Stdout: os.Stdout, Stderr: os.Stderr, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	if err := cmd.Start(); err != nil {
 		log.WithError(err).Warn("not serving chunks to peers")

@@ -21,6 +21,7 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	image := fs.String("image", "", "the image file")
 	index := fs.String("index", "", "its index (.caibx)")
+	have := fs.String("have", "", "the have-map the fetch keeps (default: IMAGE.have)")
 	port := fs.Int("port", 0, "the port to serve on")
 	bootd := fs.String("bootd", "", "bootd's URL, to announce the chunks to")
 	indexSHA := fs.String("index-sha256", "", "the index's sha256, as bootd knows it")
@@ -38,7 +39,7 @@ func serve(args []string) error {
 	if *bootd != "" && *indexSHA != "" {
 		go announce(ctx, *bootd, *indexSHA, *port)
 	}
-	return rootfetch.Serve(ctx, ln, *image, *index)
+	return rootfetch.Serve(ctx, ln, *image, *index, *have)
 }
 
 // announce tells bootd, now and every announceEvery, that this node serves the index's chunks.

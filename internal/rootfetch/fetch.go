@@ -42,6 +42,13 @@ type Options struct {
 	Seeds  []Seed
 	Output string // the image to write
 	SHA256 string // the whole image's sha256 (rd.bootd.sha256)
+	// HaveFile is where the node keeps its have-map for its chunk server ("": Output + ".have").
+	HaveFile string
+	// SharedOutput: other fetches write the same image into Output at once (bench/rootstorm's
+	// nodes, which could not each hold a copy of the image on one machine); it is neither
+	// truncated at the start nor emptied after a failure. Every node still receives and checks
+	// every chunk it marks held.
+	SharedOutput bool
 	// Whole is the image's URL at bootd: the fallback when the chunked path fails.
 	Whole string
 	N     int // chunks in flight; 0: 16
@@ -88,8 +95,10 @@ func Fetch(ctx context.Context, o Options) (Stats, error) {
 		}
 	}
 	if err != nil {
-		os.Truncate(o.Output, 0) // nothing unchecked stays, nor is served
-		os.Remove(o.Output + HaveSuffix)
+		if !o.SharedOutput {
+			os.Truncate(o.Output, 0) // nothing unchecked stays, nor is served
+		}
+		os.Remove(o.haveFile())
 		return st, err
 	}
 	fi, err := os.Stat(o.Output)
@@ -98,6 +107,13 @@ func Fetch(ctx context.Context, o Options) (Stats, error) {
 	}
 	st.Size, st.Duration = fi.Size(), time.Since(start)
 	return st, nil
+}
+
+func (o Options) haveFile() string {
+	if o.HaveFile != "" {
+		return o.HaveFile
+	}
+	return o.Output + HaveSuffix
 }
 
 func fetchChunks(ctx context.Context, o Options) (Stats, error) {
@@ -111,7 +127,11 @@ func fetchChunks(ctx context.Context, o Options) (Stats, error) {
 	}
 	// A file left by an earlier try is overwritten whole (truncated, not removed: a server may
 	// hold it open).
-	out, err := os.OpenFile(o.Output, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	flags := os.O_RDWR | os.O_CREATE | os.O_TRUNC
+	if o.SharedOutput {
+		flags &^= os.O_TRUNC
+	}
+	out, err := os.OpenFile(o.Output, flags, 0o644)
 	if err != nil {
 		return st, err
 	}
@@ -119,7 +139,7 @@ func fetchChunks(ctx context.Context, o Options) (Stats, error) {
 	if err := out.Truncate(idx.Length()); err != nil {
 		return st, err
 	}
-	have, err := newHaveMap(o.Output+HaveSuffix, len(idx.Chunks))
+	have, err := newHaveMap(o.haveFile(), len(idx.Chunks))
 	if err != nil {
 		return st, err
 	}

@@ -153,7 +153,7 @@ func servePeer(t *testing.T, file string, idx desync.Index, held int, lying bool
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeIndex(ctx, ln, file, idx) }()
+	go func() { done <- ServeIndex(ctx, ln, file, "", idx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -183,10 +183,10 @@ func getHave(ctx context.Context, client *http.Client, url string, want int) ([]
 	return b, nil
 }
 
-// serveHave sends the have-map file of image; a missing one is a 404 (the node holds nothing).
-func serveHave(image string, want int) http.HandlerFunc {
+// serveHave sends the have-map file; a missing one is a 404 (the node holds nothing).
+func serveHave(path string, want int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		b, err := os.ReadFile(image + HaveSuffix)
+		b, err := os.ReadFile(path)
 		if err != nil || len(b) != want {
 			http.NotFound(w, r)
 			return

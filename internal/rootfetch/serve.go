@@ -59,10 +59,10 @@ func (s *imageStore) String() string { return s.f.Name() }
 // StorePath is where a node serves its chunks, in desync's HTTP chunk store layout, as bootd does.
 const StorePath = "/chunks/"
 
-// Serve serves the chunks of the image file (as its index lists them) on ln, read-only, until
-// ctx is done. It may run while the file is still being written: what is not there yet is
-// missing.
-func Serve(ctx context.Context, ln net.Listener, file, indexFile string) error {
+// Serve serves the chunks of the image file (as its index lists them) and its have-map on ln,
+// read-only, until ctx is done. It may run while the file is still being written: a chunk not
+// written yet, or whose bytes do not check, is missing.
+func Serve(ctx context.Context, ln net.Listener, file, indexFile, haveFile string) error {
 	f, err := os.Open(indexFile)
 	if err != nil {
 		return err
@@ -72,11 +72,15 @@ func Serve(ctx context.Context, ln net.Listener, file, indexFile string) error {
 	if err != nil {
 		return fmt.Errorf("index %s: %w", indexFile, err)
 	}
-	return ServeIndex(ctx, ln, file, idx)
+	return ServeIndex(ctx, ln, file, haveFile, idx)
 }
 
-// ServeIndex is Serve with the index already read.
-func ServeIndex(ctx context.Context, ln net.Listener, file string, idx desync.Index) error {
+// ServeIndex is Serve with the index already read. haveFile is the have-map the fetch keeps
+// ("": file + ".have").
+func ServeIndex(ctx context.Context, ln net.Listener, file, haveFile string, idx desync.Index) error {
+	if haveFile == "" {
+		haveFile = file + HaveSuffix
+	}
 	store, err := newImageStore(file, idx)
 	if err != nil {
 		return err
@@ -84,7 +88,7 @@ func ServeIndex(ctx context.Context, ln net.Listener, file string, idx desync.In
 	defer store.Close()
 	mux := http.NewServeMux()
 	mux.Handle("GET "+StorePath, http.StripPrefix(StorePath[:len(StorePath)-1], desync.NewHTTPHandler(store, false, false, nil, "")))
-	mux.HandleFunc("GET /have", serveHave(file, haveSize(len(idx.Chunks))))
+	mux.HandleFunc("GET /have", serveHave(haveFile, haveSize(len(idx.Chunks))))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -56,7 +56,7 @@ func TestStorm(t *testing.T) {
 		o := Options{Index: srv.URL + "/1/" + castr.IndexFile, IndexSHA256: v.indexSHA, Store: srv.URL + "/chunks/",
 			Output: outs[n], SHA256: v.sha, Log: logrus.StandardLogger(), PeerList: list, Self: url,
 			OnIndex: func(idx desync.Index) {
-				go ServeIndex(ctx, ln, outs[n], idx)
+				go ServeIndex(ctx, ln, outs[n], "", idx)
 				mu.Lock()
 				urls = append(urls, url)
 				mu.Unlock()
