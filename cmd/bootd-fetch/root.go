@@ -53,6 +53,8 @@ func root(args []string) error {
 		return err
 	}
 	log := logrus.New()
+	// Plain lines: they go to a node's console, which dracut gives no colours.
+	log.SetFormatter(&logrus.TextFormatter{DisableColors: true, FullTimestamp: true})
 	ctx := context.Background()
 	var server *exec.Cmd
 	o := rootfetch.Options{Index: a.Index, IndexSHA256: a.IndexSHA256, Store: a.Bootd + "/chunks/", Seeds: seeds,

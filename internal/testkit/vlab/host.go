@@ -13,14 +13,15 @@ import (
 // client, an impostor).
 type Host struct {
 	Name string // the namespace: <lab>-<name>
+	Peer string // the lab's end of its cable (a veth on the bridge, in the lab's namespace)
 	lab  *Lab
 }
 
 // AddHost creates a host with MAC mac on the lab's bridge; Close removes it.
 func (l *Lab) AddHost(ctx context.Context, name string, mac net.HardwareAddr) (*Host, error) {
 	l.mu.Lock()
-	h := &Host{Name: l.Name + "-" + name, lab: l}
 	peer := fmt.Sprintf("h%d", l.nextTap)
+	h := &Host{Name: l.Name + "-" + name, Peer: peer, lab: l}
 	l.nextTap++
 	l.hosts = append(l.hosts, h.Name)
 	l.mu.Unlock()
@@ -57,6 +58,10 @@ func (h *Host) Run(ctx context.Context, name string, args ...string) (string, er
 	out, err := h.Command(ctx, name, args...).CombinedOutput()
 	return string(out), err
 }
+
+// KillAll kills every process in the host's namespace (those it started in sessions of their
+// own too), leaving the host cabled.
+func (h *Host) KillAll(ctx context.Context) error { return killNetns(ctx, h.Name) }
 
 // Close unplugs the host: whatever runs in it is killed and its namespace deleted, which takes
 // its link to the bridge with it. The lab's Close then leaves it alone.
