@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/labcluster/gpucluster/internal/inventory"
 	"github.com/labcluster/gpucluster/internal/testkit/vlab"
 )
 
@@ -45,21 +46,20 @@ func newLab(ctx context.Context, o options, n int) (*lab, error) {
 			l.close()
 		}
 	}()
+	if err := l.assign(n); err != nil {
+		return nil, err
+	}
 	if err := l.startBootd(ctx); err != nil {
 		return nil, err
 	}
 	progress("lab: %d nodes, every link shaped to %d Mbit/s", n, o.rateMbit)
 	for i := range n {
-		nd := &node{name: fmt.Sprintf("c%d", i+1), mac: net.HardwareAddr{0x52, 0x54, 0x00, 0x57, 0x00, byte(i + 1)},
-			addr: netip.AddrFrom4([4]byte{10, 80, 0, byte(101 + i)})}
+		nd := &node{name: fmt.Sprintf("c%d", i+1), mac: nodeMAC(i), addr: nodeAddr(i)}
 		if nd.host, err = vl.AddHost(ctx, nd.name, nd.mac); err != nil {
 			return nil, err
 		}
 		if out, err := nd.host.Run(ctx, "ip", "addr", "add", nd.addr.String()+"/24", "dev", "eth0"); err != nil {
 			return nil, fmt.Errorf("%s: address: %v: %s", nd.name, err, out)
-		}
-		if out, err := l.bootd.CLI(ctx, "assign", nd.name, "--mac", nd.mac.String()); err != nil {
-			return nil, fmt.Errorf("bootd assign %s: %v: %s", nd.name, err, out)
 		}
 		if err := l.shape(ctx, nd); err != nil {
 			return nil, err
@@ -72,6 +72,34 @@ func newLab(ctx context.Context, o options, n int) (*lab, error) {
 	ok = true
 	return l, nil
 }
+
+// assign names the nodes in bootd's inventory before bootd starts, as `bootd assign` would once
+// each had netbooted to the discovery screen: the storm starts where the nodes' initramfs does.
+func (l *lab) assign(n int) error {
+	dir := filepath.Join(l.o.work, "bootd", "state")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	inv, err := inventory.Open(filepath.Join(dir, "inventory.json"))
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		mac := nodeMAC(i)
+		if _, _, err := inv.See(mac.String(), inventory.Facts{Product: "rootstorm node"}); err != nil {
+			return err
+		}
+		if _, err := inv.Assign(inventory.AssignRequest{Name: fmt.Sprintf("c%d", i+1), Role: "compute", Address: nodeAddr(i), MAC: mac.String()}); err != nil {
+			return err
+		}
+	}
+	return inv.Compact()
+}
+
+func nodeMAC(i int) net.HardwareAddr {
+	return net.HardwareAddr{0x52, 0x54, 0x00, 0x57, 0x00, byte(i + 1)}
+}
+func nodeAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 80, 0, byte(101 + i)}) }
 
 func (l *lab) startBootd(ctx context.Context) error {
 	dir := filepath.Join(l.o.work, "bootd")

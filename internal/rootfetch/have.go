@@ -136,14 +136,16 @@ func (a *assembler) pollHaves(ctx context.Context, list func(context.Context) []
 	}
 }
 
-// How often a fetching node reads its peers' have-maps, and asks bootd for new peers.
+// How often a fetching node reads its peers' have-maps, and asks bootd for new peers: in a storm
+// every node starts at once, and learns of the others within a second.
 var (
 	haveEvery     = time.Second
-	peerListEvery = 5 * time.Second
+	peerListEvery = time.Second
 )
 
-// maxPeers bounds the peers one node fetches from at once.
-const maxPeers = 16
+// maxPeers bounds the peers one node fetches from at once: bootd's list (peers.MaxList), so
+// that every node of a storm up to that size places the same owners on every chunk.
+const maxPeers = 64
 
 func (a *assembler) addPeers(urls []string, known map[string]bool, client *http.Client) {
 	a.mu.Lock()
