@@ -114,7 +114,7 @@ func run(ctx context.Context, o options) (string, error) {
 	}
 	defer lab.close()
 	var res results
-	res.opts, res.imgs = o, imgs
+	res.opts, res.imgs, res.start, res.loadBefore = o, imgs, start, loadavg()
 	for _, n := range o.sizes {
 		r, err := lab.stormSize(ctx, imgs, n)
 		if err != nil {
@@ -126,8 +126,17 @@ func run(ctx context.Context, o options) (string, error) {
 	if res.update, err = lab.update(ctx, imgs, maxN); err != nil {
 		return "", err
 	}
-	res.took = time.Since(start)
+	res.took, res.loadAfter = time.Since(start), loadavg()
 	return res.markdown(), nil
+}
+
+// loadavg is /proc/loadavg's three averages.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func progress(format string, args ...any) {

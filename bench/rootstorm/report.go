@@ -12,6 +12,9 @@ type results struct {
 	storms []stormResult
 	update updateResult
 	took   time.Duration
+
+	start                 time.Time
+	loadBefore, loadAfter string
 }
 
 func (r results) markdown() string {
@@ -20,6 +23,7 @@ func (r results) markdown() string {
 	rate := float64(o.rateMbit) * 1e6 / 8
 	limit := time.Duration(float64(im.v1.size) / rate * float64(time.Second))
 	fmt.Fprintf(&b, "## Root image storm at the link's limit (bench/rootstorm)\n\n")
+	fmt.Fprintf(&b, "Run of %s UTC; load average before %s, after %s (the machine is shared).\n\n", r.start.UTC().Format("2006-01-02 15:04"), r.loadBefore, r.loadAfter)
 	fmt.Fprintf(&b, "Image: %s squashfs (%d MiB of random files, zstd), %d chunks; every link (bootd's, each node's, both ways) "+
 		"shaped by tc to %d Mbit/s: physical limit (size ÷ rate) **%s**. Run took %s.\n\n",
 		mibs(im.v1.size), o.sizeMiB, len(im.v1.idx.Chunks), o.rateMbit, dur(limit), r.took.Round(time.Second))
