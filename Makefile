@@ -12,7 +12,7 @@ help:
 	@echo "make demo    set up this Debian machine and watch PCs netboot through bootd in a virtual lab (root)"
 	@echo "make check   everything CI runs: lint, unit tests, short fuzzing, QEMU end-to-end suite (root)"
 	@echo "make build   build bin/bootd, bin/imgbuild and bin/bootd-fetch (the nodes' fetch program, static)"
-	@echo "make bench   boot storm, image builds, squashfs packing and overlay rendering, each against a baseline in the same run (root)"
+	@echo "make bench   boot storm, root storm by chunks at a shaped link's limit, image builds, squashfs packing and overlay rendering, each against a baseline in the same run (root)"
 	@echo "make test    unit and loopback tests (fast)"
 	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 15 min: two shards side by side)"
 	@echo "make ci-pipeline  run ci/pipeline.yml's steps in a fresh Debian 12 root made with debootstrap (root, network to Debian's archive and the Go proxy, several minutes; not in check)"
@@ -70,6 +70,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench Render -benchtime 50x ./internal/bootd
 	$(GO) run ./bench/imgbuild --out $(BIN)/imgbuild-bench.md
 	$(GO) run ./bench/bootstorm --bootd $(BIN)/bootd --out $(BIN)/bootstorm.md
+	$(GO) run ./bench/rootstorm --bootd $(BIN)/bootd --out $(BIN)/rootstorm.md
 
 deps:
 	./scripts/setup-debian.sh

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,10 +14,12 @@ import (
 	"github.com/labcluster/gpucluster/internal/testkit/testrepo"
 )
 
-// TestBenchmarksRun runs `make bench`'s two programs once each, small, so that a change which
+// TestBenchmarksRun runs `make bench`'s programs once each, small, so that a change which
 // breaks them fails here rather than on the next person to measure: the image build benchmark
-// with one run and a 64 MiB CUDA stand-in (the same code that makes the real-size one), and the boot storm with 10 machines, two storms per server (two pairs, the servers
-// in rotated order; the baseline's control storms too) and an 8 MiB root image. Their figures are
+// with one run and a 64 MiB CUDA stand-in (the same code that makes the real-size one), the boot
+// storm with 10 machines, two storms per server (two pairs, the servers in rotated order; the
+// baseline's control storms too) and an 8 MiB root image, and the root storm with 3 nodes and a
+// 24 MiB root. Their figures are
 // not checked (the machine is shared); that every step ran, every machine finished and the
 // report came out, is.
 func TestBenchmarksRun(t *testing.T) {
@@ -46,6 +49,25 @@ func TestBenchmarksRun(t *testing.T) {
 		}
 		if strings.Contains(out, "Failed machines") {
 			t.Error("machines failed to boot in the storm (see the report)")
+		}
+	})
+	t.Run("root storm", func(t *testing.T) {
+		dir := t.TempDir()
+		bin := filepath.Join(dir, "bootd")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/bootd").CombinedOutput(); err != nil {
+			t.Fatalf("build bootd: %v\n%s", err, out)
+		}
+		fetch := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "bootd-fetch"), "../cmd/bootd-fetch")
+		fetch.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := fetch.CombinedOutput(); err != nil {
+			t.Fatalf("build bootd-fetch: %v\n%s", err, out)
+		}
+		out := runBench(ctx, t, "../bench/rootstorm", "--bootd", bin, "--n", "3", "--size-mib", "24", "--layer-mib", "1",
+			"--rate-mbit", "200", "--baseline-secs", "2")
+		for _, want := range []string{"| 3 |", "**Version update**", "whole-file fallbacks 0"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("report has no %q", want)
+			}
 		}
 	})
 }
