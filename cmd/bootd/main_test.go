@@ -45,6 +45,7 @@ func TestPrintNodes(t *testing.T) {
 			{MAC: "52:54:00:00:00:08", Node: "c4", Fetched: map[string]int{"ipxe.efi": 1, "snponly.efi": 2}, LastFetched: now.Add(-30 * time.Second), Next: "snponly.efi",
 				Advice: "Secure Boot is probably on, and refuses the unsigned iPXE: turn Secure Boot off in the PC's firmware setup and netboot it again (README: Secure Boot)"},
 		},
+		Roots: map[string]ctl.Root{"c1": {Source: "chunks", Storage: "ram", Size: 1 << 30, FromBootd: 1 << 25, FromPeers: 1<<30 - 1<<25}},
 	}
 	var buf bytes.Buffer
 	printNodes(&buf, r, now)

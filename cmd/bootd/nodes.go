@@ -34,6 +34,13 @@ digits of its TPM endorsement key's SHA-256 (--json has all of them; "pinned": g
 bootd assign --ek), whose secrets only that TPM can open; or "MAC+address", the weaker check of a
 node without a TPM on record (yet): a machine that copies its MAC and address gets its secrets
 (SECURITY.md).
+
+ROOT is where the node's root image came from at its last boot, as the node reported it: "cache
+hit" (its cache disk held the version: nothing fetched, mounted from the disk), "fetched to cache"
+(fetched onto its cache disk, mounted from there), "RAM only" (fetched into RAM: no cache disk),
+with how: by chunks (the share bootd sent; the rest came from other nodes or versions it held) or
+the whole file (the fallback); - when the node reported nothing (booted without bootd-fetch, or
+before bootd started).
 `
 
 func runNodes(args []string) error {
@@ -65,14 +72,14 @@ func runNodes(args []string) error {
 
 func printNodes(w io.Writer, r ctl.NodesReply, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tPOWER\tIDENTITY\tHARDWARE\tLAST SEEN\n")
+	fmt.Fprintf(tw, "NAME\tROLE\tMAC\tADDRESS\tSTATE\tPOWER\tIDENTITY\tROOT\tHARDWARE\tLAST SEEN\n")
 	weaker := 0
 	for _, n := range r.Nodes {
 		if n.TPM == nil {
 			weaker++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, nodePower(r.Power, n.Name),
-			identity(n.TPM), hardware(n.Hardware), ago(n.LastSeen, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.MAC, n.Address, n.State, nodePower(r.Power, n.Name),
+			identity(n.TPM), nodeRoot(r.Roots, n.Name), hardware(n.Hardware), ago(n.LastSeen, now))
 	}
 	if len(r.Nodes) == 0 {
 		fmt.Fprintf(tw, "(none)\n")
@@ -165,6 +172,22 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// nodeRoot is the ROOT column: "chunks (4% from bootd) in RAM", "whole in RAM", "cache on disk".
+func nodeRoot(roots map[string]ctl.Root, name string) string {
+	r, ok := roots[name]
+	if !ok {
+		return "-"
+	}
+	where := "in RAM"
+	if r.Storage == "disk" {
+		where = "on disk"
+	}
+	if r.Source == "chunks" && r.Size > 0 {
+		return fmt.Sprintf("chunks (%.0f%% from bootd) %s", 100*float64(r.FromBootd)/float64(r.Size), where)
+	}
+	return r.Source + " " + where
 }
 
 // nodePower is the POWER column: what bootd last learned of the node's power.

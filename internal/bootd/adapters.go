@@ -381,7 +381,7 @@ func (d *daemon) nodesReply() ctl.NodesReply {
 	nodes, waiting := d.inv.Snapshot()
 	r := ctl.NodesReply{Nodes: nodes, Waiting: waiting, Leases: d.inv.Leases(),
 		Server: ctl.ServerInfo{Interface: d.cfg.Interface, Address: d.server, Started: d.started},
-		Power:  d.powered.snapshot()}
+		Power:  d.powered.snapshot(), Roots: d.roots.snapshot()}
 	if d.loaders != nil {
 		r.NotStarted = d.loaders.NotStarted(func(mac string) string {
 			if n, err := d.inv.NodeByMAC(mac); err == nil {

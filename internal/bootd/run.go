@@ -84,6 +84,8 @@ type daemon struct {
 	// bootd-fetch ("" when there is none: nodes fetch their root whole).
 	peers       *peers.Registry
 	fetchInitrd string
+	// roots is each node's report on its root at its last boot (bootd nodes' ROOT).
+	roots rootBook
 }
 
 // Run serves until ctx is done or a listener fails.
@@ -290,6 +292,7 @@ func (d *daemon) serveHTTP(ctx context.Context, ln net.Listener) error {
 	}
 	srv := httpd.New(opts, machines{d}, files{d}, nodes{d}, d.log.WithField("listener", "http"))
 	srv.SetPeers(peerBook{d})
+	srv.SetRoots(rootReports{d})
 	return srv.Serve(ctx, ln)
 }
 

@@ -25,6 +25,10 @@ type NodesReply struct {
 
 	// NotStarted are PCs that fetched a first-stage loader and never started it.
 	NotStarted []LoaderTrouble `json:"loader_not_started,omitempty"`
+
+	// Roots is where each node's root came from at its last boot, by node name, as the node
+	// reported it once it held the root checked (nodes booted without bootd-fetch report nothing).
+	Roots map[string]Root `json:"roots,omitempty"`
 }
 
 // LoaderTrouble is a PC that fetched iPXE and never ran it: a board that hangs in ipxe.efi, or
@@ -36,6 +40,20 @@ type LoaderTrouble struct {
 	LastFetched time.Time      `json:"last_fetched"`
 	Next        string         `json:"next_loader"` // what its next netboot gets
 	Advice      string         `json:"advice"`
+}
+
+// Root is a node's report on its root image: Source "chunks", "whole" or "cache"; Storage "ram"
+// or "disk"; the bytes, and where they came from.
+type Root struct {
+	Source       string    `json:"source"`
+	Storage      string    `json:"storage"`
+	Size         int64     `json:"size"`
+	FromBootd    int64     `json:"from_bootd"`
+	FromPeers    int64     `json:"from_peers"`
+	FromSeeds    int64     `json:"from_seeds"`
+	PeersDropped int       `json:"peers_dropped"`
+	Seconds      float64   `json:"seconds"`
+	At           time.Time `json:"at"`
 }
 
 // MarshalJSON writes nodes and waiting as arrays even when there are none: a fresh daemon's

@@ -175,3 +175,51 @@ func TestPeerEndpoints(t *testing.T) {
 		})
 	}
 }
+
+// fakeRoots accepts reports from 127.0.0.1 only, as bootd accepts only nodes.
+type fakeRoots struct{ got []RootReport }
+
+func (f *fakeRoots) Root(from netip.Addr, r RootReport) (string, error) {
+	if from != netip.MustParseAddr("127.0.0.1") {
+		return "", ErrNotFound
+	}
+	f.got = append(f.got, r)
+	return "c4", nil
+}
+
+func TestRootReport(t *testing.T) {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	s := New(Options{BaseURL: "http://x"}, &fakeMachines{}, fakeFiles{t, t.TempDir()}, nil, log)
+	roots := &fakeRoots{}
+	s.SetRoots(roots)
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	cases := []struct {
+		name, body string
+		status     int
+	}{
+		{"by chunks", `{"source":"chunks","storage":"ram","size":100,"from_bootd":4,"from_peers":96}`, http.StatusNoContent},
+		{"whole file", `{"source":"whole","storage":"ram","size":100,"from_bootd":100}`, http.StatusNoContent},
+		{"unknown source", `{"source":"torrent","storage":"ram"}`, http.StatusBadRequest},
+		{"unknown storage", `{"source":"chunks","storage":"tape"}`, http.StatusBadRequest},
+		{"negative figures", `{"source":"chunks","storage":"ram","size":-1}`, http.StatusBadRequest},
+		{"not JSON", `chunks`, http.StatusBadRequest},
+		{"too large", `{"source":"chunks","storage":"ram","x":"` + strings.Repeat("a", 5000) + `"}`, http.StatusBadRequest},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := http.Post(ts.URL+"/api/v1/node/root", "application/json", strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, c.status)
+			}
+		})
+	}
+	if len(roots.got) != 2 {
+		t.Errorf("recorded %d reports, want the 2 good ones", len(roots.got))
+	}
+}

@@ -136,6 +136,7 @@ type Server struct {
 	files    Files
 	nodes    Nodes
 	peers    Peers
+	roots    Roots
 	log      logrus.FieldLogger
 	// remote rate-limits the warnings any machine on the segment can trigger at will (refusals).
 	remote *ratelog.Limiter
@@ -167,6 +168,9 @@ func (s *Server) Handler() http.Handler {
 	if s.peers != nil {
 		mux.HandleFunc("POST /api/v1/node/peer", s.announcePeer)
 		mux.HandleFunc("GET /api/v1/peers", s.listPeers)
+	}
+	if s.roots != nil {
+		mux.HandleFunc("POST /api/v1/node/root", s.rootReport)
 	}
 	mux.HandleFunc("GET /api/v1/nodes", s.inventory)
 	if s.nodes != nil {
@@ -224,6 +228,9 @@ func (s *Server) onCopiers() bool { return s.opts.Phase == nil || s.opts.Phase.B
 
 // SetPeers lets nodes announce the chunks they serve and learn of each other (nil: no peers).
 func (s *Server) SetPeers(p Peers) { s.peers = p }
+
+// SetRoots lets nodes report where their root came from (nil: not recorded).
+func (s *Server) SetRoots(r Roots) { s.roots = r }
 
 // Serve answers on ln until ctx is done or ln fails, lets the requests in flight end, and then
 // writes the counts of the refusals its rate limit held back; it returns ln's failure, or nil
