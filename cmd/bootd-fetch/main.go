@@ -9,10 +9,13 @@ import (
 )
 
 const usage = `usage:
-  bootd-fetch root --output FILE [--cmdline FILE] [--seed IMAGE:INDEX]... [--port N] [--stats FILE] [--have FILE]
+  bootd-fetch root --output FILE|--cache DIR [--cmdline FILE] [--seed IMAGE:INDEX]... [--port N] [--stats FILE]
       fetch the root image named on the kernel command line (bootd=, rd.bootd.sha256=,
-      rd.bootd.index=, rd.bootd.index.sha256=, root=live:URL) into FILE, checked; with --port,
-      serve its chunks to other nodes from the start (a process that stays when this one ends)
+      rd.bootd.index=, rd.bootd.index.sha256=, root=live:URL) into FILE, checked; with --cache,
+      into DIR on the node's cache disk, by its sha256, unless DIR holds it checked already (then
+      nothing is fetched), seeded by the versions DIR holds, keeping the last two; the image's
+      path is printed. With --port, serve its chunks to other nodes from the start (a process
+      that stays when this one ends), and tell bootd where the root came from
   bootd-fetch serve --image FILE --index FILE --port N [--have FILE] [--bootd URL --index-sha256 SHA]
       serve the chunks of FILE as its index lists them, each checked before it leaves; with
       --bootd, announce them to bootd every 30 s

@@ -65,6 +65,8 @@ type Stats struct {
 	FromSeeds            int64 // bytes copied from seeds (or already in place)
 	FromBootd, FromPeers int64 // chunk bytes fetched
 	PeersDropped         []string
+	// Cached is set when the node's cache disk held the image (nothing was fetched).
+	Cached bool
 	// Whole is set when the chunked path failed and the whole file was fetched instead; Why says why.
 	Whole    bool
 	Why      string
