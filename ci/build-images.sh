@@ -69,6 +69,14 @@ if [[ -n "$publish" ]]; then
     [[ -e "$publish/rpms/$b" ]] || { cp "$f" "$publish/rpms/.$b.tmp" && mv -T "$publish/rpms/.$b.tmp" "$publish/rpms/$b"; }
   done
   echo "published $(ls "$rpms" | wc -l) packages in $publish/rpms"
+  # The root images' chunks, shared by every version published here: the new ones first, so that
+  # no published index names a chunk that is not there yet (chunks already present are kept; a
+  # new chunk is named only by the versions published below).
+  if [[ -d "$work/out-a/.castr" ]]; then
+    mkdir -p "$publish/.castr"
+    cp -an "$work/out-a/.castr/." "$publish/.castr/"
+    echo "published the chunks in $publish/.castr"
+  fi
   for dir in "$work"/out-a/*/"$version"; do
     name=$(basename "$(dirname "$dir")")
     mkdir -p "$publish/$name"
