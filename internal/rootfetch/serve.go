@@ -13,55 +13,74 @@ import (
 )
 
 // imageStore is a desync store over an image file and its index: a chunk is served only when the
-// bytes at its place in the file hash to its id, so a node never passes on a chunk it has not
-// written yet, or one damaged since (RAM, disk): the other node is told it is missing.
+// node's have-map lists it, that is once the node checked it against its id on receipt (or
+// checked the whole image, from its cache): a node never passes on a chunk it has not written and
+// checked. It is not hashed again on the way out (a third sha256 of every byte in a storm, where
+// the nodes' CPU is the limit on this machine), and the receiver checks every chunk anyway.
 type imageStore struct {
-	f   *os.File
-	pos map[desync.ChunkID]desync.IndexChunk
+	f, have *os.File
+	pos     map[desync.ChunkID]desync.IndexChunk
+	first   map[desync.ChunkID]int
 }
 
-func newImageStore(file string, idx desync.Index) (*imageStore, error) {
+func newImageStore(file, haveFile string, idx desync.Index) (*imageStore, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
 	}
-	pos := make(map[desync.ChunkID]desync.IndexChunk, len(idx.Chunks))
-	for _, c := range idx.Chunks {
-		pos[c.ID] = c
+	have, err := os.Open(haveFile)
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
-	return &imageStore{f: f, pos: pos}, nil
+	s := &imageStore{f: f, have: have, pos: make(map[desync.ChunkID]desync.IndexChunk, len(idx.Chunks)),
+		first: make(map[desync.ChunkID]int, len(idx.Chunks))}
+	for i, c := range idx.Chunks {
+		if _, ok := s.first[c.ID]; !ok {
+			s.first[c.ID], s.pos[c.ID] = i, c
+		}
+	}
+	return s, nil
+}
+
+// held reads the chunk's bit in the have-map file, which the fetching process sets.
+func (s *imageStore) held(id desync.ChunkID) bool {
+	i, ok := s.first[id]
+	if !ok {
+		return false
+	}
+	var b [1]byte
+	if _, err := s.have.ReadAt(b[:], int64(i/8)); err != nil {
+		return false
+	}
+	return b[0]&(1<<(i%8)) != 0
 }
 
 func (s *imageStore) GetChunk(id desync.ChunkID) (*desync.Chunk, error) {
-	c, ok := s.pos[id]
-	if !ok {
+	if !s.held(id) {
 		return nil, desync.ChunkMissing{ID: id}
 	}
+	c := s.pos[id]
 	b := make([]byte, c.Size)
 	if _, err := s.f.ReadAt(b, int64(c.Start)); err != nil {
 		return nil, desync.ChunkMissing{ID: id}
 	}
-	chunk, err := desync.NewChunkWithID(id, b, false)
-	if err != nil {
-		return nil, desync.ChunkMissing{ID: id}
-	}
-	return chunk, nil
+	return desync.NewChunkWithID(id, b, true)
 }
 
-func (s *imageStore) HasChunk(id desync.ChunkID) (bool, error) {
-	_, err := s.GetChunk(id)
-	return err == nil, nil
-}
+func (s *imageStore) HasChunk(id desync.ChunkID) (bool, error) { return s.held(id), nil }
 
-func (s *imageStore) Close() error   { return s.f.Close() }
+func (s *imageStore) Close() error {
+	s.have.Close()
+	return s.f.Close()
+}
 func (s *imageStore) String() string { return s.f.Name() }
 
 // StorePath is where a node serves its chunks, in desync's HTTP chunk store layout, as bootd does.
 const StorePath = "/chunks/"
 
-// Serve serves the chunks of the image file (as its index lists them) and its have-map on ln,
-// read-only, until ctx is done. It may run while the file is still being written: a chunk not
-// written yet, or whose bytes do not check, is missing.
+// Serve serves the chunks of the image file (as its index lists them) that its have-map lists,
+// and the have-map, on ln, read-only, until ctx is done. It runs while the file is being written.
 func Serve(ctx context.Context, ln net.Listener, file, indexFile, haveFile string) error {
 	f, err := os.Open(indexFile)
 	if err != nil {
@@ -81,7 +100,7 @@ func ServeIndex(ctx context.Context, ln net.Listener, file, haveFile string, idx
 	if haveFile == "" {
 		haveFile = file + HaveSuffix
 	}
-	store, err := newImageStore(file, idx)
+	store, err := newImageStore(file, haveFile, idx)
 	if err != nil {
 		return err
 	}

@@ -58,12 +58,23 @@ func (s *source) get(ctx context.Context, id desync.ChunkID) (*desync.Chunk, err
 	default:
 		return nil, fmt.Errorf("%s: status %s", req.URL, resp.Status)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxChunk+1))
+	if resp.ContentLength > maxChunk {
+		return nil, fmt.Errorf("%s: %d bytes, more than a chunk can be", req.URL, resp.ContentLength)
+	}
+	var b []byte
+	if resp.ContentLength >= 0 {
+		// One allocation of the announced size, not ReadAll's doubling: chunks come by the
+		// ten thousand.
+		b = make([]byte, resp.ContentLength)
+		_, err = io.ReadFull(resp.Body, b)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(resp.Body, maxChunk+1))
+		if err == nil && len(b) > maxChunk {
+			err = fmt.Errorf("more than %d bytes", maxChunk)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.URL, err)
-	}
-	if len(b) > maxChunk {
-		return nil, fmt.Errorf("%s: more than %d bytes", req.URL, maxChunk)
 	}
 	c, err := desync.NewChunkWithID(id, b, false)
 	if err != nil {
