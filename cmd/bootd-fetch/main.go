@@ -4,6 +4,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
@@ -38,6 +40,9 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "bootd-fetch: unknown command %q\n%s", os.Args[1], usage)
 		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // the flag set printed its flags
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bootd-fetch: %v\n", err)
