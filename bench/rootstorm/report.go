@@ -67,18 +67,19 @@ func (r results) markdown() string {
 
 // spread sums up where the nodes' bytes came from.
 func spread(f fetchRun) string {
-	var boot, peers, dropped, whole int64
+	var boot, peers, dropped, aside, whole int64
 	for _, st := range f.nodes {
 		boot += st.FromBootd
 		peers += st.FromPeers
 		dropped += int64(len(st.PeersDropped))
+		aside += int64(st.PeersSetAside)
 		if st.Whole {
 			whole++
 		}
 	}
 	n := int64(max(1, len(f.nodes)))
-	return fmt.Sprintf("from bootd %s, from peers %s on average; peers dropped %d, whole-file fallbacks %d",
-		mibs(boot/n), mibs(peers/n), dropped, whole)
+	return fmt.Sprintf("from bootd %s, from peers %s on average; peers dropped for lying %d, set aside a while (unreachable) %d times; whole-file fallbacks %d",
+		mibs(boot/n), mibs(peers/n), dropped, aside, whole)
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }

@@ -18,6 +18,7 @@ import (
 type nodeStats struct {
 	Size, FromSeeds, FromBootd, FromPeers int64
 	PeersDropped                          []string
+	PeersSetAside                         int
 	Whole                                 bool
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,21 @@ type peer struct {
 	have     atomic.Pointer[[]byte] // the two bitmaps over the index's positions (have.go)
 	inflight int                    // under assembler.mu
 	hash     uint64                 // its place in the bootd-share (owner)
+	// While it cannot be reached it is set aside until then, for longer each time (backoff).
+	until   time.Time
+	backoff time.Duration
+}
+
+// lie marks what a peer did wrong on purpose or by a fault that waiting does not cure: a chunk
+// whose bytes are not its id, a chunk its have-map listed and it did not have, a have-map of
+// another size than the index's. Such a peer is dropped for good; one that merely cannot be
+// reached now (a lost SYN on a full link, an overloaded node) is set aside and tried again.
+type lie struct{ error }
+
+func isLie(err error) bool {
+	var l lie
+	var bad desync.ChunkInvalid
+	return errors.As(err, &l) || errors.As(err, &bad)
 }
 
 func (p *peer) bit(half, pos int) bool {
@@ -101,7 +117,9 @@ type assembler struct {
 	remaining     int
 	peers         []*peer // live
 	all           []*peer
+	asleep        []*peer // set aside for a while: could not be reached
 	dropped       []string
+	suspensions   int
 	bootdInflight int
 	bootdSlots    int
 	err           error
@@ -343,20 +361,53 @@ func (a *assembler) fail(err error) {
 	a.cond.Broadcast()
 }
 
-// drop removes a peer for good: it sent bytes that are not the chunk asked for, did not have a
-// chunk its have-map listed, or failed.
-func (a *assembler) drop(p *peer, why error) {
+// failed handles a peer's failure: a lie drops it for good; anything else sets it aside for a
+// while (5 s, doubling up to a minute), its chunks owned by the others meanwhile.
+func (a *assembler) failed(p *peer, why error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for i, q := range a.peers {
-		if q == p {
-			a.peers = append(a.peers[:i], a.peers[i+1:]...)
-			a.dropped = append(a.dropped, p.base)
-			a.ownLocked()
-			a.log.WithFields(logrus.Fields{"peer": p.base, "problem": why.Error()}).Warn("peer dropped; its chunks come from others or bootd")
-			break
+	defer a.cond.Broadcast()
+	i := slices.Index(a.peers, p)
+	if i < 0 {
+		return
+	}
+	a.peers = slices.Delete(a.peers, i, i+1)
+	defer a.ownLocked()
+	if isLie(why) {
+		a.dropped = append(a.dropped, p.base)
+		a.log.WithFields(logrus.Fields{"peer": p.base, "problem": why.Error()}).Warn("peer dropped for lying; its chunks come from others or bootd")
+		return
+	}
+	p.backoff = min(max(2*p.backoff, 5*time.Second), time.Minute)
+	p.until = time.Now().Add(p.backoff)
+	a.asleep = append(a.asleep, p)
+	a.suspensions++
+	a.log.WithFields(logrus.Fields{"peer": p.base, "problem": why.Error(), "retry_in": p.backoff.String()}).Info("peer set aside")
+}
+
+// wake returns the peers set aside whose time has come, for a have-map request.
+func (a *assembler) wake(now time.Time) []*peer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var due []*peer
+	kept := a.asleep[:0]
+	for _, p := range a.asleep {
+		if now.After(p.until) {
+			due = append(due, p)
+		} else {
+			kept = append(kept, p)
 		}
 	}
+	a.asleep = kept
+	return due
+}
+
+// revive puts a peer that answered again among the live ones.
+func (a *assembler) revive(p *peer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.peers = append(a.peers, p)
+	a.ownLocked()
 	a.cond.Broadcast()
 }
 
@@ -394,9 +445,9 @@ func (a *assembler) fetch(j job) bool {
 		}
 		if j.p != nil {
 			if errors.Is(err, errMissing) {
-				err = fmt.Errorf("its have-map lists chunk %s, which it does not serve", id)
+				err = lie{fmt.Errorf("its have-map lists chunk %s, which it does not serve", id)}
 			}
-			a.drop(j.p, err)
+			a.failed(j.p, err)
 			return false
 		}
 		a.fail(fmt.Errorf("chunk %s from bootd: %w", id, err))

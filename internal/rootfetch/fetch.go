@@ -62,9 +62,10 @@ type Options struct {
 // Stats say where the image's bytes came from.
 type Stats struct {
 	Size                 int64
-	FromSeeds            int64 // bytes copied from seeds (or already in place)
-	FromBootd, FromPeers int64 // chunk bytes fetched
-	PeersDropped         []string
+	FromSeeds            int64    // bytes copied from seeds (or already in place)
+	FromBootd, FromPeers int64    // chunk bytes fetched
+	PeersDropped         []string // for lying
+	PeersSetAside        int      // times a peer could not be reached and was set aside a while
 	// Cached is set when the node's cache disk held the image (nothing was fetched).
 	Cached bool
 	// Whole is set when the chunked path failed and the whole file was fetched instead; Why says why.
@@ -90,7 +91,7 @@ func Fetch(ctx context.Context, o Options) (Stats, error) {
 	}
 	if err != nil && ctx.Err() == nil && o.Whole != "" {
 		o.Log.WithError(err).Warn("chunked fetch failed: fetching the whole image")
-		st = Stats{Whole: true, Why: err.Error(), PeersDropped: st.PeersDropped}
+		st = Stats{Whole: true, Why: err.Error(), PeersDropped: st.PeersDropped, PeersSetAside: st.PeersSetAside}
 		st.FromBootd, err = fetchWhole(ctx, o.Whole, o.Output)
 		if err == nil {
 			err = checkImage(o.Output, o.SHA256)
@@ -168,6 +169,7 @@ func fetchChunks(ctx context.Context, o Options) (Stats, error) {
 	err = a.run(o.N, func(ctx context.Context) { a.pollHaves(ctx, o.PeerList, peerClient) })
 	a.mu.Lock()
 	st.PeersDropped = append(st.PeersDropped, a.dropped...)
+	st.PeersSetAside = a.suspensions
 	for _, p := range a.all {
 		st.FromPeers += p.bytes.Load()
 	}

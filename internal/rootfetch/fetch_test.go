@@ -222,7 +222,7 @@ func TestFetch(t *testing.T) {
 		fromBootdMax, fromBootdMin int64
 		fromPeersMin               int64
 		whole                      bool
-		dropped                    int
+		dropped, setAside          int
 	}
 	size := int64(len(v2data))
 	cases := []struct {
@@ -248,9 +248,9 @@ func TestFetch(t *testing.T) {
 		{"lying and honest peers: the liar dropped, the honest one used", nil, func(t *testing.T, o *Options) {
 			o.Peers = []string{servePeer(t, "", v2.idx, -1, true), servePeer(t, v2.file, v2.idx, -1, false)}
 		}, want{fromBootdMax: size / 2, fromPeersMin: size / 3, dropped: 1}},
-		{"unreachable peer: bootd alone", nil, func(t *testing.T, o *Options) {
+		{"unreachable peer: set aside, bootd alone", nil, func(t *testing.T, o *Options) {
 			o.Peers = []string{closedPort(t)}
-		}, want{fromBootdMin: size, fromBootdMax: size, dropped: 1}},
+		}, want{fromBootdMin: size, fromBootdMax: size, setAside: 1}},
 		{"index not the one bootd verified: the whole file", func(o *Options) { o.IndexSHA256 = hexsum([]byte("other")) }, nil,
 			want{whole: true, fromBootdMin: size, fromBootdMax: size}},
 	}
@@ -290,6 +290,9 @@ func TestFetch(t *testing.T) {
 			}
 			if len(st.PeersDropped) != c.want.dropped {
 				t.Errorf("peers dropped %q, want %d", st.PeersDropped, c.want.dropped)
+			}
+			if st.PeersSetAside != c.want.setAside {
+				t.Errorf("peers set aside %d times, want %d", st.PeersSetAside, c.want.setAside)
 			}
 		})
 	}

@@ -109,19 +109,29 @@ func (a *assembler) pollHaves(ctx context.Context, list func(context.Context) []
 		a.mu.Lock()
 		live := append([]*peer{}, a.peers...)
 		a.mu.Unlock()
+		due := a.wake(time.Now())
 		var wg sync.WaitGroup
-		for _, p := range live {
+		for i, p := range append(live, due...) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				b, err := getHave(ctx, client, haveURL(p.base), want)
-				if err != nil {
-					if ctx.Err() == nil {
-						a.drop(p, fmt.Errorf("have-map: %w", err))
+				switch {
+				case err != nil && ctx.Err() != nil:
+				case err != nil && i >= len(live):
+					// Still unreachable: back to sleep, for longer.
+					a.mu.Lock()
+					a.peers = append(a.peers, p)
+					a.mu.Unlock()
+					a.failed(p, fmt.Errorf("have-map: %w", err))
+				case err != nil:
+					a.failed(p, fmt.Errorf("have-map: %w", err))
+				default:
+					p.have.Store(&b)
+					if i >= len(live) {
+						a.revive(p)
 					}
-					return
 				}
-				p.have.Store(&b)
 			}()
 		}
 		wg.Wait()
@@ -181,7 +191,7 @@ func getHave(ctx context.Context, client *http.Client, url string, want int) ([]
 		return nil, err
 	}
 	if len(b) != want {
-		return nil, fmt.Errorf("%s: %d bytes, want %d for this index", url, len(b), want)
+		return nil, lie{fmt.Errorf("%s: %d bytes, want %d for this index", url, len(b), want)}
 	}
 	return b, nil
 }

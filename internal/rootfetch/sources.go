@@ -59,7 +59,7 @@ func (s *source) get(ctx context.Context, id desync.ChunkID) (*desync.Chunk, err
 		return nil, fmt.Errorf("%s: status %s", req.URL, resp.Status)
 	}
 	if resp.ContentLength > maxChunk {
-		return nil, fmt.Errorf("%s: %d bytes, more than a chunk can be", req.URL, resp.ContentLength)
+		return nil, lie{fmt.Errorf("%s: %d bytes, more than a chunk can be", req.URL, resp.ContentLength)}
 	}
 	var b []byte
 	if resp.ContentLength >= 0 {
@@ -70,7 +70,7 @@ func (s *source) get(ctx context.Context, id desync.ChunkID) (*desync.Chunk, err
 	} else {
 		b, err = io.ReadAll(io.LimitReader(resp.Body, maxChunk+1))
 		if err == nil && len(b) > maxChunk {
-			err = fmt.Errorf("more than %d bytes", maxChunk)
+			err = lie{fmt.Errorf("more than %d bytes", maxChunk)}
 		}
 	}
 	if err != nil {
@@ -91,7 +91,8 @@ func (s *source) get(ctx context.Context, id desync.ChunkID) (*desync.Chunk, err
 func httpClient(n int, peer bool) *http.Client {
 	dial, header, total := 10*time.Second, 30*time.Second, 120*time.Second
 	if peer {
-		dial, header, total = 2*time.Second, 5*time.Second, 20*time.Second
+		// A SYN lost on a full link is sent again after 1 s, then 3 s: allow one retry.
+		dial, header, total = 5*time.Second, 10*time.Second, 30*time.Second
 	}
 	return &http.Client{
 		Timeout: total,
