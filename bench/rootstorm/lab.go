@@ -134,9 +134,13 @@ func (l *lab) shape(ctx context.Context, nd *node) error {
 	return l.tc(ctx, nd.host.Command, "eth0")
 }
 
+// tc shapes dev to the rate with a token bucket whose queue holds a second of traffic: with
+// 100 ms, a link full of chunk data dropped the SYNs of new connections three times in a row and
+// nodes could not reach their peers at all (this kernel has no fair-queueing discipline, fq_codel
+// or sfq, to put under it; a switch port drops too, but the nodes' TCP sees fewer flows there).
 func (l *lab) tc(ctx context.Context, in func(context.Context, string, ...string) *exec.Cmd, dev string) error {
 	cmd := in(ctx, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", fmt.Sprintf("%dmbit", l.o.rateMbit),
-		"burst", "128kb", "latency", "100ms")
+		"burst", "128kb", "latency", "1s")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("tc on %s: %v: %s", dev, err, out)
 	}
