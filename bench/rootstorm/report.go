@@ -25,7 +25,7 @@ func (r results) markdown() string {
 	fmt.Fprintf(&b, "## Root image storm at the link's limit (bench/rootstorm)\n\n")
 	fmt.Fprintf(&b, "Run of %s UTC; load average before %s, after %s (the machine is shared).\n\n", r.start.UTC().Format("2006-01-02 15:04"), r.loadBefore, r.loadAfter)
 	fmt.Fprintf(&b, "Image: %s squashfs (%d MiB of random files, zstd), %d chunks; every link (bootd's, each node's, both ways) "+
-		"shaped by tc to %d Mbit/s: physical limit (size ÷ rate) **%s**. Run took %s.\n\n",
+		"shaped by tc (tbf, a 1 s queue) to %d Mbit/s: physical limit (size ÷ rate) **%s**. Run took %s.\n\n",
 		mibs(im.v1.size), o.sizeMiB, len(im.v1.idx.Chunks), o.rateMbit, dur(limit), r.took.Round(time.Second))
 	fmt.Fprintf(&b, "| N | by chunks, peers: all hold the checked image | ÷ physical limit | bootd sent | single-server HTTP, bootd (extrapolated) | ÷ limit | nginx (extrapolated) | ÷ limit | by chunks ÷ nginx |\n")
 	fmt.Fprintf(&b, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
