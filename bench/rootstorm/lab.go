@@ -69,6 +69,9 @@ func newLab(ctx context.Context, o options, n int) (*lab, error) {
 	if err := l.tc(ctx, l.lab.Command, vl.Bridge); err != nil {
 		return nil, err
 	}
+	if err := l.staticNeighbours(ctx); err != nil {
+		return nil, err
+	}
 	ok = true
 	return l, nil
 }
@@ -143,6 +146,39 @@ func (l *lab) tc(ctx context.Context, in func(context.Context, string, ...string
 		"burst", "128kb", "latency", "1s")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("tc on %s: %v: %s", dev, err, out)
+	}
+	return nil
+}
+
+// staticNeighbours fills every node's neighbour table (and the lab's) with the others' MACs: a
+// tbf-shaped veth drops a node's ARP replies behind its own full upload queue, and nodes could
+// not resolve some peers at all; a PC's NIC queues its own uplink without dropping them.
+func (l *lab) staticNeighbours(ctx context.Context) error {
+	var lines []string
+	for _, nd := range l.nodes {
+		lines = append(lines, fmt.Sprintf("neigh replace %s lladdr %s nud permanent dev eth0", nd.addr, nd.mac))
+	}
+	brMAC, err := l.lab.Command(ctx, "cat", "/sys/class/net/"+l.lab.Bridge+"/address").Output()
+	if err != nil {
+		return err
+	}
+	server := fmt.Sprintf("neigh replace %s lladdr %s nud permanent dev eth0", l.lab.Addr.Addr(), strings.TrimSpace(string(brMAC)))
+	for i, nd := range l.nodes {
+		others := append(append([]string{server}, lines[:i]...), lines[i+1:]...)
+		cmd := nd.host.Command(ctx, "ip", "-batch", "-")
+		cmd.Stdin = strings.NewReader(strings.Join(others, "\n") + "\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: neighbours: %v: %s", nd.name, err, out)
+		}
+	}
+	var br []string
+	for _, nd := range l.nodes {
+		br = append(br, fmt.Sprintf("neigh replace %s lladdr %s nud permanent dev %s", nd.addr, nd.mac, l.lab.Bridge))
+	}
+	cmd := l.lab.Command(ctx, "ip", "-batch", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(br, "\n") + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("lab: neighbours: %v: %s", err, out)
 	}
 	return nil
 }
