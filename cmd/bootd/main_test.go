@@ -25,6 +25,28 @@ var (
 	tpmPinned    = inventory.TPM{EK: []byte("ek2"), EKSHA256: "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752", Pinned: true}
 )
 
+func TestNodeRoot(t *testing.T) {
+	for _, tc := range []struct {
+		root ctl.Root
+		want string
+	}{
+		{ctl.Root{Source: "cache", Storage: "disk", Size: 1 << 30, FromSeeds: 1 << 30}, "cache hit"},
+		{ctl.Root{Source: "chunks", Storage: "disk", Size: 1 << 30, FromBootd: 1 << 26, FromSeeds: 1<<30 - 1<<26}, "fetched to cache (6% from bootd)"},
+		{ctl.Root{Source: "whole", Storage: "disk", Size: 1 << 30, FromBootd: 1 << 30}, "fetched to cache (whole file)"},
+		{ctl.Root{Source: "chunks", Storage: "ram", Size: 1 << 30, FromBootd: 1 << 25, FromPeers: 1<<30 - 1<<25}, "RAM only (3% from bootd)"},
+		{ctl.Root{Source: "whole", Storage: "ram", Size: 1 << 30, FromBootd: 1 << 30}, "RAM only (whole file)"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			if got := nodeRoot(map[string]ctl.Root{"c1": tc.root}, "c1"); got != tc.want {
+				t.Errorf("ROOT %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := nodeRoot(nil, "c1"); got != "-" {
+		t.Errorf("ROOT of a node that reported nothing: %q, want -", got)
+	}
+}
+
 func TestPrintNodes(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	t.Setenv("TZ", "UTC")

@@ -174,20 +174,27 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// nodeRoot is the ROOT column: "chunks (4% from bootd) in RAM", "whole in RAM", "cache on disk".
+// nodeRoot is the ROOT column: "cache hit", "fetched to cache (4% from bootd)", "RAM only
+// (whole file)".
 func nodeRoot(roots map[string]ctl.Root, name string) string {
 	r, ok := roots[name]
 	if !ok {
 		return "-"
 	}
-	where := "in RAM"
+	if r.Source == "cache" {
+		return "cache hit"
+	}
+	where := "RAM only"
 	if r.Storage == "disk" {
-		where = "on disk"
+		where = "fetched to cache"
 	}
-	if r.Source == "chunks" && r.Size > 0 {
-		return fmt.Sprintf("chunks (%.0f%% from bootd) %s", 100*float64(r.FromBootd)/float64(r.Size), where)
+	switch {
+	case r.Source == "whole":
+		return where + " (whole file)"
+	case r.Size > 0:
+		return fmt.Sprintf("%s (%.0f%% from bootd)", where, 100*float64(r.FromBootd)/float64(r.Size))
 	}
-	return r.Source + " " + where
+	return where
 }
 
 // nodePower is the POWER column: what bootd last learned of the node's power.

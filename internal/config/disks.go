@@ -22,7 +22,7 @@ type Writable struct {
 // not make is left alone unless Wipe (and then only one named exactly: Serial, WWN or Path).
 type Disk struct {
 	Name   string   // the [disks.NAME] table's name: the mount point on the node, /run/bootd-disk/NAME
-	Use    []string // DiskScratch (the root's writes and /tmp); issue 29's image cache comes next
+	Use    []string // DiskScratch (the root's writes and /tmp), DiskCache (root images kept across boots)
 	Roles  []string // the nodes: every node of these roles...
 	Nodes  []string // ...and these (a node rule wins over a role rule for the same use)
 	Serial string   // udev's ID_SERIAL_SHORT or ID_SERIAL
@@ -34,8 +34,16 @@ type Disk struct {
 	Wipe             bool
 }
 
-// DiskScratch is the use of a handed-over disk for the root's writes and /tmp.
-const DiskScratch = "scratch"
+// The uses of a handed-over disk: DiskScratch for the root's writes and /tmp; DiskCache for the
+// node's image cache (the root image versions it booted, checked, kept across boots: an unchanged
+// version is mounted from the disk with no root byte fetched, a new one costs only the chunks the
+// versions held lack).
+const (
+	DiskScratch = "scratch"
+	DiskCache   = "cache"
+)
+
+var diskUses = []string{DiskScratch, DiskCache}
 
 // diskFields are the keys of a [disks.NAME] table.
 var diskFields = map[string]func(d *Disk, v any) error{
@@ -150,7 +158,7 @@ func (c Config) checkDisk(d Disk) error {
 	case d.Name == "" || strings.Trim(d.Name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || len(d.Name) > 32:
 		return c.err(key, "%q is not a rule name (lower-case letters, digits and -)", d.Name)
 	case len(d.Use) == 0:
-		return c.err(key, "no use (use = [%q]: the root's writes and /tmp)", DiskScratch)
+		return c.err(key, "no use (use = [%q]: the root's writes and /tmp; %q: the node's image cache)", DiskScratch, DiskCache)
 	case len(d.Roles) == 0 && len(d.Nodes) == 0:
 		return c.err(key, "names no nodes (roles = [\"compute\"] or nodes = [\"c3\"])")
 	case d.Serial == "" && d.WWN == "" && d.Model == "" && d.Path == "" && d.MinSize == 0 && d.MaxSize == 0:
@@ -163,8 +171,8 @@ func (c Config) checkDisk(d Disk) error {
 		return c.err(key+".path", "%q is not a /dev/disk/by-* link (device names like /dev/sdb change from boot to boot)", d.Path)
 	}
 	for _, u := range d.Use {
-		if u != DiskScratch {
-			return c.err(key+".use", "unknown use %q (known: %q)", u, DiskScratch)
+		if !slices.Contains(diskUses, u) {
+			return c.err(key+".use", "unknown use %q (known: %q, %q)", u, DiskScratch, DiskCache)
 		}
 	}
 	for _, r := range d.Roles {

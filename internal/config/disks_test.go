@@ -31,6 +31,18 @@ wipe = true
 			"c3":     {"rd.bootd.ram=8G", "rd.bootd.disk=c3disk:scratch:serial=S4EW,wipe=1"},
 			"master": {"rd.bootd.ram=8G"},
 		}},
+		{name: "a cache disk for a role, scratch and cache on one node's disk", file: `[disks.cache]
+use = ["cache"]
+roles = ["compute"]
+min_size = "100G"
+[disks.both]
+use = ["scratch", "cache"]
+nodes = ["c3"]
+serial = "S4EW"
+`, args: map[string][]string{
+			"c1": {"rd.bootd.ram=50%", "rd.bootd.disk=cache:cache:minsize=107374182400"},
+			"c3": {"rd.bootd.ram=50%", "rd.bootd.disk=both:scratch+cache:serial=S4EW"},
+		}},
 		{name: "bad ram", file: "[writable]\nram = \"95%\"\n", err: `:2: writable.ram: "95%" is not a share of RAM`},
 		{name: "no selector", file: "[disks.a]\nuse = [\"scratch\"]\nroles = [\"compute\"]\n", err: `:1: disks.a: names no disk`},
 		{name: "no nodes", file: "[disks.a]\nuse = [\"scratch\"]\nserial = \"X\"\n", err: `disks.a: names no nodes`},
