@@ -1423,6 +1423,7 @@ func TestBootdDisk(t *testing.T) {
 		old     bool              // vda holds the last boot's scratch
 		calls   []string          // what must be called, in order
 		state   string
+		cache   string // run/bootd-disk/cache: the cache disk taken
 		says    string
 	}{
 		{name: "blank named disk", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch:serial=SCRATCH1",
@@ -1443,6 +1444,17 @@ func TestBootdDisk(t *testing.T) {
 		{name: "two disks match", cmdline: "rd.bootd.ram=8G rd.bootd.disk=s1:scratch:model=QEMU*,minsize=1000",
 			calls: []string{"mount -t tmpfs -o size=8G,mode=0755 bootd-rw /run/bootd-disk/ram"},
 			state: "ram 8G", says: "WARN bootd: several disks match (/dev/vda /dev/vdb): taking none"},
+		{name: "cache disk: root images on it, writes in RAM", cmdline: "rd.bootd.ram=50% rd.bootd.disk=c1:cache:serial=SCRATCH1",
+			sig:   map[string]string{"vdb": ext4},
+			calls: []string{"mkfs.xfs -q -K -L bootd-node /dev/vda", "mount -t xfs -o noatime /dev/vda /run/bootd-disk/c1", "mount -t tmpfs -o size=50%,mode=0755 bootd-rw /run/bootd-disk/ram"},
+			state: "ram 50%", cache: "cache /dev/vda c1", says: "bootd: cache disk /dev/vda ([disks.c1]): the root image is kept on it"},
+		{name: "scratch and cache on one disk, mounted once", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch+cache:serial=SCRATCH1",
+			sig: map[string]string{"vda": ours, "vdb": ext4}, old: true,
+			calls: []string{"mount -t xfs -o noatime /dev/vda /run/bootd-disk/s1"},
+			state: "scratch /dev/vda s1", cache: "cache /dev/vda s1", says: "the root image is kept on it"},
+		{name: "cache disk holding a file system bootd did not make", cmdline: "rd.bootd.ram=50% rd.bootd.disk=c1:cache:serial=OTHER2",
+			sig: map[string]string{"vdb": ext4}, calls: []string{"mount -t tmpfs -o size=50%,mode=0755 bootd-rw /run/bootd-disk/ram"},
+			state: "ram 50%", says: "WARN bootd: /dev/vdb matches, but holds a ext4 file system labelled LABDATA, which bootd did not make: left untouched"},
 		{name: "too small", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch:serial=SCRATCH1,minsize=2000000000000",
 			calls: []string{"mount -t tmpfs -o size=50%,mode=0755 bootd-rw /run/bootd-disk/ram"},
 			state: "ram 50%", says: "INFO bootd: no disk for [disks.s1]"},
@@ -1478,6 +1490,22 @@ func TestBootdDisk(t *testing.T) {
 			}
 			if !strings.Contains(out, tc.says) {
 				t.Errorf("output does not say %q:\n%s", tc.says, out)
+			}
+			cached, _ := os.ReadFile(filepath.Join(root, "run/bootd-disk/cache"))
+			link, _ := os.Readlink(filepath.Join(root, "run/bootd-disk/by-use/cache"))
+			if f := strings.Fields(tc.cache); len(f) == 3 {
+				if strings.TrimSpace(string(cached)) != tc.cache || link != "/run/bootd-disk/"+f[2]+"/images" || !exists(root, "run/bootd-disk/"+f[2]+"/images") {
+					t.Errorf("cache %q, by-use/cache -> %q; want %q, /run/bootd-disk/%s/images", cached, link, tc.cache, f[2])
+				}
+			} else if len(cached) > 0 || link != "" {
+				t.Errorf("cache %q, by-use/cache -> %q; want no cache disk", cached, link)
+			}
+			// It runs once a boot: a second run (bootd-verify's, after the fetch) changes nothing.
+			if out2, err := run(t, root, []string{"CMDLINE=" + tc.cmdline, "PATH=/usr/sbin:/bin:/sbin:/usr/bin"}, "/bin/bash", "/sbin/bootd-disk"); err != nil {
+				t.Fatalf("bootd-disk again: %v\n%s", err, out2)
+			}
+			if again, _ := os.ReadFile(filepath.Join(root, "fake/calls")); string(again) != string(calls) {
+				t.Errorf("a second run called more:\n%s", again)
 			}
 			upper, _ := os.Readlink(filepath.Join(root, "run/overlayfs"))
 			if want := "/run/bootd-disk/ram/upper"; strings.HasPrefix(tc.state, "scratch") {

@@ -251,7 +251,9 @@ func startServer(image, have, indexFile string, idx *desync.Index, port int, a b
 	}
 	cmd := &exec.Cmd{Path: self, Args: []string{"@bootd-fetch", "serve", "--image", image, "--index", indexFile,
 		"--have", have, "--port", strconv.Itoa(port), "--bootd", a.Bootd, "--index-sha256", a.IndexSHA256},
-		Stdout: os.Stdout, Stderr: os.Stderr, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+		// Its stdout is ours' stderr: with --cache our stdout is the image's path, read by the
+		// initramfs through a pipe that a server holding it open would never close.
+		Stdout: os.Stderr, Stderr: os.Stderr, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	if err := cmd.Start(); err != nil {
 		log.WithError(err).Warn("not serving chunks to peers")
 		return nil

@@ -2,8 +2,12 @@
 # bootd-disk: where a live root's writes go (dracut's overlay upper layer, /run/overlayfs and
 # /run/ovlwork, which dmsquash-live-root makes with mkdir -p and so follows as symlinks):
 #   rd.bootd.disk=NAME:USES:KEY=VALUE,...  a local disk the admin handed over to bootd ([disks.NAME]);
-#                                          with use "scratch" the writes and /tmp go there
+#                                          with use "scratch" the writes and /tmp go there; with
+#                                          "cache" it keeps the root images (USES: scratch+cache)
 #   rd.bootd.ram=SIZE                      otherwise a tmpfs of that size ("50%", "8G")
+# The cache disk's image directory is /run/bootd-disk/by-use/cache (bootd-fetch-root.sh roots the
+# node from it); the scratch's is /run/bootd-disk/by-use/scratch. It runs once per boot: before
+# the fetch when a cache disk is named, else after the image check (bootd-verify-root.sh).
 # A disk is taken only when exactly one disk matches every KEY (serial, wwn, model, path, minsize,
 # maxsize), and only when it is blank (blkid finds no file system, partition table or other
 # signature: then it gets an XFS file system labelled bootd-node), already bootd's (labelled
@@ -114,14 +118,20 @@ scratch_on() {
     mkdir -p "$top/by-use" && ln -sfn "$1/scratch" "$top/by-use/scratch"
 }
 
+# cache_on MOUNTPOINT: the image cache is MOUNTPOINT/images (bootd-fetch keeps the versions there).
+cache_on() {
+    mkdir -p "$1/images" && mkdir -p "$top/by-use" && ln -sfn "$1/images" "$top/by-use/cache"
+}
+
 # overlay_in DIR: dracut's overlay directories are DIR/upper and DIR/work.
 overlay_in() {
     rm -rf /run/overlayfs /run/ovlwork
     ln -s "$1/upper" /run/overlayfs && ln -s "$1/work" /run/ovlwork
 }
 
-mkdir -p "$top"
-done=""
+[ -e "$top/.ran" ] && exit 0
+mkdir -p "$top" && : > "$top/.ran"
+done="" cached=""
 # Disks found at boot are probed by udev: wait for it (bounded) before looking.
 if [ -n "$(getargs rd.bootd.disk=)" ]; then
     udevadm settle --timeout=30 || warn "bootd: udev still busy after 30 s: looking for the disk anyway"
@@ -129,17 +139,29 @@ fi
 for spec in $(getargs rd.bootd.disk=); do
     name=${spec%%:*} rest=${spec#*:}
     uses=${rest%%:*} sel=${rest#*:}
-    case "+$uses+" in *+scratch+*) ;; *) continue ;; esac
-    [ -z "$done" ] || continue
+    want=""
+    case "+$uses+" in *+scratch+*) [ -n "$done" ] || want="scratch" ;; esac
+    case "+$uses+" in *+cache+*) [ -n "$cached" ] || want="$want cache" ;; esac
+    [ -n "$want" ] || continue
     if ! dev=$(find_disk "$sel"); then
-        info "bootd: no disk for [disks.$name] ($sel): the root's writes go to RAM"
+        info "bootd: no disk for [disks.$name] ($sel): the root's writes and image stay in RAM"
         continue
     fi
     case ",$sel," in *,wipe=1,*) wipe=1 ;; *) wipe=0 ;; esac
-    take "$dev" "$top/$name" "$wipe" && scratch_on "$top/$name" && overlay_in "$top/$name/scratch" || continue
-    info "bootd: scratch disk $dev ([disks.$name]): the root's writes and /tmp are on it"
-    echo "scratch $dev $name" > "$top/state"
-    done=1
+    take "$dev" "$top/$name" "$wipe" || continue
+    for use in $want; do
+        if [ "$use" = scratch ]; then
+            scratch_on "$top/$name" && overlay_in "$top/$name/scratch" || continue
+            info "bootd: scratch disk $dev ([disks.$name]): the root's writes and /tmp are on it"
+            echo "scratch $dev $name" > "$top/state"
+            done=1
+        else
+            cache_on "$top/$name" || continue
+            info "bootd: cache disk $dev ([disks.$name]): the root image is kept on it"
+            echo "cache $dev $name" > "$top/cache"
+            cached=1
+        fi
+    done
 done
 
 ram=$(getarg rd.bootd.ram=)
