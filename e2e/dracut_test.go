@@ -5,8 +5,12 @@ package e2e
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,12 +19,16 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/labcluster/gpucluster/internal/castr"
+	"github.com/labcluster/gpucluster/internal/config"
+	"github.com/labcluster/gpucluster/internal/ctl"
 	"github.com/labcluster/gpucluster/internal/fetchinitrd"
 	"github.com/labcluster/gpucluster/internal/httpd"
 	"github.com/labcluster/gpucluster/internal/testkit/vlab"
@@ -44,17 +52,26 @@ const (
 	dracutNodeIP  = "10.80.0.50"
 	dracutMAC     = "52:54:00:e2:d0:01"
 	dracutImage   = "/images/dracut-live/1/rootfs.squashfs"
+	// dracutBigImage is a root with 96 MiB of random bytes more, booted by chunks: into RAM, then
+	// into and from a cache disk, where the RAM it takes is measured against the image's size.
+	dracutBigImage = "/images/dracut-live/2/rootfs.squashfs"
+	dracutFillMiB  = 96
+	// dracutCacheSerial names the cache disk in [disks.cache]; dracutOtherSerial is a disk no rule names.
+	dracutCacheSerial = "BOOTDCACHE1"
+	dracutOtherSerial = "LABDATA2"
 	// dracutLiveMarker is what the live root's /sbin/init prints: only a switch_root into the
 	// squashfs prints it.
 	dracutLiveMarker = "DRACUT-LIVEROOT-OK"
 )
 
-// dracutRootInit is the live root's /sbin/init: the marker with the hostname dracut set from ip=
-// and what / is (dmsquash-live's overlay over the squashfs), then power off.
+// dracutRootInit is the live root's /sbin/init: the marker with the hostname dracut set from ip=,
+// what / is (dmsquash-live's overlay over the squashfs), where its writes and its image cache
+// are (bootd-disk), MemAvailable (kB) and the files behind the loop devices (the root image:
+// in the initramfs's RAM, or on the cache disk), then power off.
 const dracutRootInit = `#!/bin/busybox sh
 bb=/bin/busybox
 $bb mount -t proc proc /proc 2>/dev/null
-echo "` + dracutLiveMarker + ` host=$($bb hostname) root=$($bb awk '$2 == "/" { r = $1 ":" $3 } END { print r }' /proc/mounts) writable=$($bb cat /run/bootd-disk/state 2>/dev/null | $bb tr ' ' '_')"
+echo "` + dracutLiveMarker + ` host=$($bb hostname) root=$($bb awk '$2 == "/" { r = $1 ":" $3 } END { print r }' /proc/mounts) writable=$($bb cat /run/bootd-disk/state 2>/dev/null | $bb tr ' ' '_') cache=$($bb cat /run/bootd-disk/cache 2>/dev/null | $bb tr ' ' '_') mem=$($bb awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) loop=$(for f in /sys/block/loop*/loop/backing_file; do $bb cat "$f" 2>/dev/null; done | $bb tr ' \n' '_,')"
 $bb sync
 $bb poweroff -f
 `
@@ -69,8 +86,8 @@ $bb poweroff -f
 // root into it; with a wrong hash bootd-verify refuses it, the root's init never runs, and the
 // node stops at once (no rd.retry wait) without offering a shell.
 func TestRealDracutLiveRoot(t *testing.T) {
-	requirePrereqs(t, "qemu-system-x86_64", "ip", "mksquashfs", "dpkg-deb", "unshare", "chroot", "cpio", "gzip")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	requirePrereqs(t, "qemu-system-x86_64", "ip", "mksquashfs", "dpkg-deb", "unshare", "chroot", "cpio", "gzip", "mkfs.ext4", "mkfs.xfs", "blkid", "mount")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 
@@ -225,64 +242,236 @@ func TestRealDracutLiveRoot(t *testing.T) {
 	// By chunks: the version is published with a casync index over a chunk store (as imgbuild
 	// does), bootd's fetch program rides in a second initrd (as bootd sends it), and the command
 	// line names the index with its hash. The node rebuilds the root from the chunks, checks it,
-	// and boots it; the whole file is never downloaded.
-	t.Run("by-chunks", func(t *testing.T) {
-		images := filepath.Join(www, "images")
-		index := filepath.Join(filepath.Dir(img), castr.IndexFile)
-		if _, err := castr.Chunk(ctx, img, images, index); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(castr.StorePath(images), filepath.Join(www, "chunks")); err != nil {
-			t.Fatal(err)
-		}
-		ib, err := os.ReadFile(index)
-		if err != nil {
-			t.Fatal(err)
-		}
-		isum := sha256.Sum256(ib)
-		both := filepath.Join(dir, "initramfs-with-fetch.img")
-		buildFetchInitrd(ctx, t, initrd, both)
-		args := chunkedRootArgs(dracutServer, dracutNodeIP, dracutMAC, "node1", dracutImage, sum, castr.IndexFile, hex.EncodeToString(isum[:]), "panic=-1")
-		whole0, index0 := srv.count(dracutImage), srv.count(path.Join(path.Dir(dracutImage), castr.IndexFile))
-		chunks0 := srv.prefixCount("/chunks/")
-		vm, err := lab.StartKernelVM(ctx, vlab.KernelVMSpec{Name: "dracut-chunks", MAC: dracutMAC, MemoryMiB: 512,
-			Kernel: res.Kernel, Initrd: both, Append: args}, dir)
+	// and boots it; the whole file is never downloaded. The root is the big one: this boot, with
+	// no disk, is the RAM path the cache disk's boots are measured against.
+	bigImg := filepath.Join(www, filepath.FromSlash(dracutBigImage))
+	bigSum := buildBigLiveRoot(ctx, t, filepath.Join(dir, "bigroot"), bigImg)
+	bigSize := fileSize(t, bigImg)
+	images := filepath.Join(www, "images")
+	index := filepath.Join(filepath.Dir(bigImg), castr.IndexFile)
+	indexPath := path.Join(path.Dir(dracutBigImage), castr.IndexFile)
+	if _, err := castr.Chunk(ctx, bigImg, images, index); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(castr.StorePath(images), filepath.Join(www, "chunks")); err != nil {
+		t.Fatal(err)
+	}
+	ib, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isum := sha256.Sum256(ib)
+	idx, err := castr.ReadIndex(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := filepath.Join(dir, "initramfs-with-fetch.img")
+	buildFetchInitrd(ctx, t, initrd, both)
+	// rootBytes is what the server sent of the root so far: the whole file, its index, chunks.
+	rootBytes := func() int64 {
+		return srv.bytesOf(dracutBigImage) + srv.bytesOf(indexPath) + srv.prefixBytes("/chunks/")
+	}
+	// chunkBoot boots by chunks with the writable layer's arguments and disks given, and returns
+	// the marker's fields once the live root is up.
+	chunkBoot := func(t *testing.T, name string, disks []vlab.Disk, writable ...string) (*vlab.VM, []string) {
+		t.Helper()
+		args := chunkedRootArgs(dracutServer, dracutNodeIP, dracutMAC, "node1", dracutBigImage, bigSum, castr.IndexFile, hex.EncodeToString(isum[:]), "panic=-1", writable...)
+		vm, err := lab.StartKernelVM(ctx, vlab.KernelVMSpec{Name: name, MAC: dracutMAC, MemoryMiB: 512,
+			Kernel: res.Kernel, Initrd: both, Append: args, Disks: disks}, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(vm.Kill)
-		bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
+		bctx, bcancel := context.WithTimeout(ctx, 8*time.Minute)
 		defer bcancel()
-		m, err := vm.WaitConsole(bctx, regexp.MustCompile(dracutLiveMarker+` host=(\S+) root=(\S+)`))
+		m, err := vm.WaitConsole(bctx, regexp.MustCompile(dracutLiveMarker+` host=(\S+) root=(\S+) writable=(\S*) cache=(\S*) mem=(\d+) loop=(\S*)`))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v\nconsole tail:\n%s", err, vlab.LastLines(vm.Console(), 40))
 		}
-		t.Logf("live root by chunks up %s after power on: %s", time.Since(vm.Started).Round(time.Millisecond), m[0])
-		for _, want := range []string{"bootd: fetching the root image by chunks", "root image fetched and checked", "bootd: root image sha256 ok", "dracut: Switching root"} {
-			if len(vm.ConsoleLines(want)) == 0 {
-				t.Errorf("console has no %q", want)
-			}
-		}
-		t.Logf("fetch: %q", vm.ConsoleLines("root image fetched"))
-		if got := srv.count(dracutImage) - whole0; got != 0 {
-			t.Errorf("the whole image was downloaded %d times; want chunks only", got)
-		}
-		if got := srv.count(path.Join(path.Dir(dracutImage), castr.IndexFile)) - index0; got != 1 {
-			t.Errorf("the index was downloaded %d times, want once", got)
-		}
-		idx, err := castr.ReadIndex(index)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := srv.prefixCount("/chunks/") - chunks0; got < len(idx.Chunks) {
-			t.Errorf("%d chunk requests, want at least the index's %d chunks", got, len(idx.Chunks))
+		t.Logf("live root up %s after power on: %s", time.Since(vm.Started).Round(time.Millisecond), m[0])
+		for _, l := range vm.ConsoleLines("bootd") {
+			t.Logf("console: %s", strings.TrimSpace(l))
 		}
 		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 		defer wcancel()
 		if err := vm.Wait(wctx); err != nil {
 			t.Errorf("after the marker: %v", err)
 		}
+		return vm, m
+	}
+	var ramAvail int64 // MemAvailable (kB) in the live root booted into RAM
+	t.Run("by-chunks", func(t *testing.T) {
+		whole0, index0, chunks0, bytes0 := srv.count(dracutBigImage), srv.count(indexPath), srv.prefixCount("/chunks/"), rootBytes()
+		vm, m := chunkBoot(t, "dracut-chunks", nil)
+		for _, want := range []string{"bootd: fetching the root image by chunks", "root image fetched and checked", "bootd: root image sha256 ok", "dracut: Switching root"} {
+			if len(vm.ConsoleLines(want)) == 0 {
+				t.Errorf("console has no %q", want)
+			}
+		}
+		t.Logf("fetch: %q", vm.ConsoleLines("root image fetched"))
+		if got := srv.count(dracutBigImage) - whole0; got != 0 {
+			t.Errorf("the whole image was downloaded %d times; want chunks only", got)
+		}
+		if got := srv.count(indexPath) - index0; got != 1 {
+			t.Errorf("the index was downloaded %d times, want once", got)
+		}
+		if got := srv.prefixCount("/chunks/") - chunks0; got < len(idx.Chunks) {
+			t.Errorf("%d chunk requests, want at least the index's %d chunks", got, len(idx.Chunks))
+		}
+		if !strings.Contains(m[6], "/tmp/bootd/rootfs.img") {
+			t.Errorf("loop devices' files %q, want the image in the initramfs's RAM (/tmp/bootd/rootfs.img)", m[6])
+		}
+		ramAvail = atoi64(t, m[5])
+		t.Logf("RAM path: %d bytes of root served, MemAvailable %d kB with the %d-byte image in RAM", rootBytes()-bytes0, ramAvail, bigSize)
 	})
+
+	// The node's image cache on a disk bootd was handed ([disks.cache], use = ["cache"], by
+	// serial), beside a disk no rule names (an ext4 file system that must stay byte for byte).
+	// First boot: the blank cache disk gets bootd's file system and the image, fetched by
+	// chunks, and the root is mounted from it. Second boot: nothing fetched, the root from the
+	// disk, RAM for the root measured against the RAM path. Then a damaged copy on the disk:
+	// refused, its good chunks reused, the rest fetched, the root booted checked.
+	cacheDisk, otherDisk := filepath.Join(dir, "cache.img"), filepath.Join(dir, "other.img")
+	mustRun(ctx, t, "truncate", "-s", "512M", cacheDisk)
+	mustRun(ctx, t, "truncate", "-s", "64M", otherDisk)
+	mustRun(ctx, t, "mkfs.ext4", "-q", "-F", "-L", "LABDATA", otherDisk)
+	otherBefore := fileSHA256(t, otherDisk)
+	cfg := config.Default()
+	cfg.Disks = []config.Disk{{Name: "cache", Use: []string{config.DiskCache}, Roles: []string{"compute"}, Serial: dracutCacheSerial}}
+	if err := cfg.Validate(netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	writable := cfg.NodeKernelArgs("node1", "compute")
+	disks := []vlab.Disk{{File: cacheDisk, Serial: dracutCacheSerial}, {File: otherDisk, Serial: dracutOtherSerial}}
+	cachedImage := "/run/bootd-disk/cache/images/" + bigSum + ".img"
+	cacheBoot := func(t *testing.T, name string) (*vlab.VM, []string, int64, ctl.Root) {
+		t.Helper()
+		bytes0, reports0 := rootBytes(), len(srv.rootReports())
+		vm, m := chunkBoot(t, name, disks, writable...)
+		served := rootBytes() - bytes0
+		if m[4] != "cache_/dev/vda_cache" {
+			t.Errorf("cache disk %q, want cache /dev/vda cache", m[4])
+		}
+		if !strings.Contains(m[6], cachedImage) {
+			t.Errorf("loop devices' files %q, want the image on the cache disk (%s): the root mounted from the disk", m[6], cachedImage)
+		}
+		if len(vm.ConsoleLines("bootd: root image sha256 ok")) == 0 {
+			t.Error("console has no bootd: root image sha256 ok")
+		}
+		var rep ctl.Root
+		if r := srv.rootReports(); len(r) != reports0+1 {
+			t.Errorf("the node reported its root %d times, want once", len(r)-reports0)
+		} else if err := json.Unmarshal([]byte(r[len(r)-1]), &rep); err != nil {
+			t.Errorf("root report %q: %v", r[len(r)-1], err)
+		}
+		return vm, m, served, rep
+	}
+	t.Run("cache-first-boot", func(t *testing.T) {
+		vm, _, served, rep := cacheBoot(t, "dracut-cache1")
+		t.Logf("first boot with a blank cache disk: %d bytes of root served (image %d); report %+v", served, bigSize, rep)
+		if served < bigSize {
+			t.Errorf("%d bytes of root served, want the image's %d at least (the cache was blank)", served, bigSize)
+		}
+		if rep.Source != "chunks" || rep.Storage != "disk" {
+			t.Errorf("root report %+v, want chunks to disk (ROOT: fetched to cache)", rep)
+		}
+		if len(vm.ConsoleLines("bootd: /dev/vda is blank: making bootd's file system on it")) == 0 {
+			t.Error("console does not say the blank cache disk got bootd's file system")
+		}
+	})
+	t.Run("cache-hit", func(t *testing.T) {
+		vm, m, served, rep := cacheBoot(t, "dracut-cache2")
+		avail := atoi64(t, m[5])
+		rootRAM := bigSize - (avail-ramAvail)*1024
+		t.Logf("second boot: %d bytes of root served; MemAvailable %d kB vs %d kB on the RAM path: the root takes %d bytes of RAM, %.1f%% of the %d-byte image (target <= 5%%); report %+v",
+			served, avail, ramAvail, rootRAM, 100*float64(rootRAM)/float64(bigSize), bigSize, rep)
+		if served > 1<<20 {
+			t.Errorf("second boot: %d bytes of root served, want at most 1 MiB", served)
+		}
+		if ramAvail > 0 && rootRAM > bigSize/20 {
+			t.Errorf("the root from the cache disk takes %d bytes of RAM, want at most 5%% of the image (%d)", rootRAM, bigSize/20)
+		}
+		if rep.Source != "cache" || rep.Storage != "disk" || rep.FromBootd != 0 {
+			t.Errorf("root report %+v, want a cache hit (ROOT: cache hit)", rep)
+		}
+		if len(vm.ConsoleLines("root image found on the cache disk and checked: nothing fetched")) == 0 {
+			t.Error("console does not say the cache held the image")
+		}
+	})
+	t.Run("cache-corrupt", func(t *testing.T) {
+		// One byte in the middle of the cached image, changed on the disk while the node is off.
+		corruptCachedImage(ctx, t, cacheDisk, "images/"+bigSum+".img", bigSize/2)
+		chunks0 := srv.prefixCount("/chunks/")
+		_, _, served, rep := cacheBoot(t, "dracut-cache3")
+		fetched := srv.prefixCount("/chunks/") - chunks0
+		t.Logf("damaged cache: %d chunks (%d bytes of root) fetched again of %d; report %+v", fetched, served, len(idx.Chunks), rep)
+		if fetched < 1 || fetched > 2 {
+			t.Errorf("%d chunks fetched, want the damaged one (at most 2)", fetched)
+		}
+		if rep.Source != "chunks" || rep.FromSeeds < bigSize*9/10 {
+			t.Errorf("root report %+v, want the image rebuilt from the damaged copy's good chunks", rep)
+		}
+	})
+	t.Run("unnamed-disk-untouched", func(t *testing.T) {
+		if got := fileSHA256(t, otherDisk); got != otherBefore {
+			t.Errorf("the disk no rule names changed: sha256 %s, was %s", got, otherBefore)
+		}
+		if out, err := exec.CommandContext(ctx, "blkid", "-p", "-o", "export", cacheDisk).Output(); err != nil || !strings.Contains(string(out), "LABEL=bootd-node") {
+			t.Errorf("cache disk (%v):\n%s", err, out)
+		}
+	})
+}
+
+// buildBigLiveRoot is buildDracutLiveRoot with dracutFillMiB of random bytes (as compressed
+// files are: squashfs keeps them as they are) in /usr/share/fill.
+func buildBigLiveRoot(ctx context.Context, t *testing.T, root, img string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, "usr", "share"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fill := make([]byte, dracutFillMiB<<20)
+	rng := rand.New(rand.NewPCG(30, 29))
+	for i := 0; i+8 <= len(fill); i += 8 {
+		binary.LittleEndian.PutUint64(fill[i:], rng.Uint64())
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr", "share", "fill"), fill, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return buildDracutLiveRoot(ctx, t, root, img)
+}
+
+// corruptCachedImage changes one byte at off of file on the XFS disk image disk (in a mount
+// namespace of its own: the mount ends with it).
+func corruptCachedImage(ctx context.Context, t *testing.T, disk, file string, off int64) {
+	t.Helper()
+	mnt := t.TempDir()
+	script := `set -e
+mount -t xfs -o loop "$1" "$2"
+b=$(dd if="$2/$3" bs=1 skip="$4" count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
+printf "\\$(printf %o $(( (b + 1) % 256 )))" | dd of="$2/$3" bs=1 seek="$4" conv=notrunc 2>/dev/null
+sync
+umount "$2"`
+	if out, err := exec.CommandContext(ctx, "unshare", "-m", "sh", "-c", script, "sh", disk, mnt, file, strconv.FormatInt(off, 10)).CombinedOutput(); err != nil {
+		t.Fatalf("corrupt %s on %s: %v\n%s", file, disk, err, out)
+	}
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+func atoi64(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // liveRootArgs is the kernel command line bootd renders (httpd.KernelArgs) for node name at
@@ -375,6 +564,46 @@ func buildLiveRootWith(ctx context.Context, t *testing.T, root, img, init string
 type labFileServer struct {
 	mu     sync.Mutex
 	served map[string]int
+	bytes  map[string]int64 // bytes sent, by path
+	roots  []string         // bodies of POST /api/v1/node/root (the node's report to bootd)
+}
+
+// bytesOf is how many bytes were sent for path.
+func (s *labFileServer) bytesOf(path string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes[path]
+}
+
+// prefixBytes is how many bytes were sent for paths under prefix.
+func (s *labFileServer) prefixBytes(prefix string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for p, b := range s.bytes {
+		if strings.HasPrefix(p, prefix) {
+			n += b
+		}
+	}
+	return n
+}
+
+func (s *labFileServer) rootReports() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.roots)
+}
+
+// countingWriter counts the body bytes written through it.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 func (s *labFileServer) count(path string) int {
@@ -425,14 +654,14 @@ func buildFetchInitrd(ctx context.Context, t *testing.T, initrd, out string) {
 }
 
 // chunkedRootArgs is liveRootArgs for a version published by chunks, with bootd's fetch initrd.
-func chunkedRootArgs(server, addr, mac, name, image, hash, index, indexHash, extra string) string {
+func chunkedRootArgs(server, addr, mac, name, image, hash, index, indexHash, extra string, writable ...string) string {
 	parts := strings.Split(strings.TrimPrefix(image, "/"), "/")
 	hw, _ := net.ParseMAC(mac)
 	opts := httpd.Options{BaseURL: "http://" + server, Netmask: netip.MustParseAddr("255.255.255.0"),
 		Gateway: netip.MustParseAddr(server), FetchInitrd: fetchinitrd.Name}
 	return httpd.KernelArgs(opts, httpd.Target{
 		Name: name, Address: netip.MustParseAddr(addr), MAC: hw, Image: parts[1], Version: parts[2], Rootfs: parts[3],
-		RootfsSHA256: hash, RootfsIndex: index, RootfsIndexSHA256: indexHash, Cmdline: extra,
+		RootfsSHA256: hash, RootfsIndex: index, RootfsIndexSHA256: indexHash, Cmdline: extra, WritableArgs: writable,
 	})
 }
 
@@ -448,14 +677,26 @@ func serveLab(ctx context.Context, t *testing.T, lab *vlab.Lab, addr, dir string
 	}); err != nil {
 		t.Fatal(err)
 	}
-	s := &labFileServer{served: map[string]int{}}
+	s := &labFileServer{served: map[string]int{}, bytes: map[string]int64{}}
 	fsrv := http.FileServer(http.Dir(dir))
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && r.URL.Path == "/api/v1/node/root" {
+				b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+				s.mu.Lock()
+				s.roots = append(s.roots, string(b))
+				s.mu.Unlock()
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
 			s.mu.Lock()
 			s.served[r.URL.Path]++
 			s.mu.Unlock()
-			fsrv.ServeHTTP(w, r)
+			cw := &countingWriter{ResponseWriter: w}
+			fsrv.ServeHTTP(cw, r)
+			s.mu.Lock()
+			s.bytes[r.URL.Path] += cw.n
+			s.mu.Unlock()
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
