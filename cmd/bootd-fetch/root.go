@@ -91,6 +91,8 @@ type fetcher struct {
 	port int
 	log  logrus.FieldLogger
 	idx  desync.Index
+	// indexFile is where the chunk server's copy of the index goes ("": beside the image).
+	indexFile string
 }
 
 // fetch fetches into o.Output (by chunks, else whole), with a chunk server from the moment the
@@ -100,7 +102,7 @@ func (f *fetcher) fetch(ctx context.Context, o rootfetch.Options) (rootfetch.Sta
 	o.OnIndex = func(idx desync.Index) {
 		f.idx = idx
 		if f.port > 0 {
-			server = startServer(o.Output, o.HaveFile, "", &idx, f.port, f.a, f.log)
+			server = startServer(o.Output, o.HaveFile, f.indexFile, &idx, f.port, f.a, f.log)
 		}
 	}
 	if f.port > 0 {
@@ -152,6 +154,8 @@ func (f *fetcher) fromCache(ctx context.Context, c rootfetch.Cache, o rootfetch.
 		return st, img, nil
 	}
 	o.Output, o.HaveFile = c.Partial(sum), img+rootfetch.HaveSuffix
+	// The server's index is the one the cache keeps (Store writes the same bytes there again).
+	f.indexFile = c.Index(sum)
 	o.Seeds = append(append(o.Seeds, c.Damaged(sum)...), c.Seeds(sum)...)
 	st, err := f.fetch(ctx, o)
 	if err != nil {
