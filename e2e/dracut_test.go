@@ -94,6 +94,8 @@ func TestRealDracutLiveRoot(t *testing.T) {
 	initrd := filepath.Join(dir, "initramfs-dracut.img")
 	res, err := vlab.BuildDracutInitramfs(ctx, vlab.DracutSpec{
 		WorkDir: dir, Output: initrd, Modules: dracutModules, ExtraModules: layerDracutModules,
+		// The cache disk's driver: Rocky's initramfs carries every storage driver (not host-only).
+		Drivers: []string{"virtio_pci", "virtio_blk"},
 	})
 	if err != nil {
 		t.Fatal(err)
