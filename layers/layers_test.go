@@ -1423,7 +1423,7 @@ func TestBootdDisk(t *testing.T) {
 		old     bool              // vda holds the last boot's scratch
 		calls   []string          // what must be called, in order
 		state   string
-		cache   string // run/bootd-disk/cache: the cache disk taken
+		cache   string // run/bootd-disk/cache.state: the cache disk taken
 		says    string
 	}{
 		{name: "blank named disk", cmdline: "rd.bootd.ram=50% rd.bootd.disk=s1:scratch:serial=SCRATCH1",
@@ -1491,7 +1491,7 @@ func TestBootdDisk(t *testing.T) {
 			if !strings.Contains(out, tc.says) {
 				t.Errorf("output does not say %q:\n%s", tc.says, out)
 			}
-			cached, _ := os.ReadFile(filepath.Join(root, "run/bootd-disk/cache"))
+			cached, _ := os.ReadFile(filepath.Join(root, "run/bootd-disk/cache.state"))
 			link, _ := os.Readlink(filepath.Join(root, "run/bootd-disk/by-use/cache"))
 			if f := strings.Fields(tc.cache); len(f) == 3 {
 				if strings.TrimSpace(string(cached)) != tc.cache || link != "/run/bootd-disk/"+f[2]+"/images" || !exists(root, "run/bootd-disk/"+f[2]+"/images") {

@@ -6,7 +6,7 @@
 #                                          "cache" it keeps the root images (USES: scratch+cache)
 #   rd.bootd.ram=SIZE                      otherwise a tmpfs of that size ("50%", "8G")
 # The cache disk's image directory is /run/bootd-disk/by-use/cache (bootd-fetch-root.sh roots the
-# node from it); the scratch's is /run/bootd-disk/by-use/scratch. It runs once per boot: before
+# node from it), which disk it is in /run/bootd-disk/cache.state (a rule's name has no dot); the scratch's is /run/bootd-disk/by-use/scratch. It runs once per boot: before
 # the fetch when a cache disk is named, else after the image check (bootd-verify-root.sh).
 # A disk is taken only when exactly one disk matches every KEY (serial, wwn, model, path, minsize,
 # maxsize), and only when it is blank (blkid finds no file system, partition table or other
@@ -158,7 +158,7 @@ for spec in $(getargs rd.bootd.disk=); do
         else
             cache_on "$top/$name" || continue
             info "bootd: cache disk $dev ([disks.$name]): the root image is kept on it"
-            echo "cache $dev $name" > "$top/cache"
+            echo "cache $dev $name" > "$top/cache.state"
             cached=1
         fi
     done
