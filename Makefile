@@ -14,7 +14,7 @@ help:
 	@echo "make build   build bin/bootd, bin/imgbuild and bin/bootd-fetch (the nodes' fetch program, static)"
 	@echo "make bench   boot storm, root storm by chunks at a shaped link's limit, image builds, squashfs packing and overlay rendering, each against a baseline in the same run (root)"
 	@echo "make test    unit and loopback tests (fast)"
-	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 15 min: two shards side by side)"
+	@echo "make e2e     end-to-end suites: QEMU PXE boots through bootd and dnsmasq, imgbuild with the real dnf (root, about 15 min: three shards side by side)"
 	@echo "make ci-pipeline  run ci/pipeline.yml's steps in a fresh Debian 12 root made with debootstrap (root, network to Debian's archive and the Go proxy, several minutes; not in check)"
 	@echo "make fuzz    run each fuzz target for its execution budget, about 10 s each (FUZZTIME=60s overrides)"
 
@@ -54,7 +54,7 @@ fuzz:
 		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $$budget; \
 	done
 
-# Two shards side by side (QEMU and network namespaces): scripts/e2e.sh says why and which.
+# Shards side by side: scripts/e2e.sh says why and which.
 e2e: deps build
 	./scripts/e2e.sh $(E2E_TIME)
 

@@ -20,7 +20,7 @@ var upstreamRepos = map[string][]string{
 		"kmod", "curl", "less", "vim-minimal", "tar", "rsync", "chrony", "nfs-utils", "xfsprogs", "make",
 		"firewalld", "selinux-policy", "selinux-policy-targeted", "policycoreutils", "bzip2", "unzip", "gzip",
 		"which", "findutils", "hostname", "e2fsprogs", "nftables", "iptables-nft", "libselinux-utils", "file", "xz",
-		"python3-systemd"},
+		"python3-systemd", "openssl", "tpm2-tools"},
 	"appstream": {"dracut-live", "munge", "mariadb-server", "kernel-devel", "kernel-headers", "openmpi",
 		"openmpi-devel", "mpich", "mpich-devel", "pmix", "gcc", "gcc-c++", "gcc-gfortran", "openssl-devel",
 		"patch", "git", "perl", "python3", "python3-pip", "tcl", "cmake", "rdma-core-devel", "postfix", "grafana"},
