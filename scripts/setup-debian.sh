@@ -61,9 +61,11 @@ if ((${#fw_missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   [[ -n "$updated" ]] || apt-get update -qq
   updated=1
-  for p in "${fw_missing[@]}"; do
-    systemctl --root=/ mask "$p.service" >/dev/null
-  done
+  if command -v systemctl >/dev/null; then # without systemd, policy-rc.d below is what stops them
+    for p in "${fw_missing[@]}"; do
+      systemctl --root=/ mask "$p.service" >/dev/null
+    done
+  fi
   policy=
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
     policy=/usr/sbin/policy-rc.d
