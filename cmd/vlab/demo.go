@@ -73,18 +73,17 @@ func run(ctx context.Context, lab *vlab.Lab, bin, dir string) error {
 		return fmt.Errorf("%w\nbootd log:\n%s", err, b.LogTail(30))
 	}
 	shell(ctx, b, "nodes")
-	step("Done. Each PC received its static address and hostname on the kernel command line and said hello to bootd from that address: bootd lists it up.")
-	fmt.Print(whyUp)
+	step("Done. Each PC received its static address and hostname on the kernel command line and said hello to bootd from that address, then reported its hardware: bootd lists it ready.")
+	fmt.Print(whyReady)
 	return nil
 }
 
-// whyUp says why the demo ends at up where the README's lab shows ready: bootd marks a node
-// ready only when it posts its hardware from a privileged port, which bootd-node does in a node
-// image, and the demo's busybox image has no bootd-node (nor slurmd, nor curl) to do it.
-const whyUp = `    They stay "up", with no HARDWARE: the demo's image is only a Debian kernel and a busybox
-    initramfs that says hello. A node image imgbuild builds also runs bootd-node, whose hardware
-    report (slurmd -C, GPUs) makes the node "ready" with its CPUs, memory and GPUs listed; the
-    end-to-end suite boots such an image (make e2e, TestNodeBoot).
+// whyReady says what the demo's nodes did to reach ready, and what a real node image adds.
+const whyReady = `    They are "ready": after its hello each PC's test image (a Debian kernel and a busybox
+    initramfs) posts its hardware from a privileged port, as bootd-node does, with slurmd -C's
+    line for this VM. A node image imgbuild builds runs bootd-node itself, with the real slurmd
+    -C and its GPUs, and then Slurm, munge and the rest; the end-to-end suite boots such images
+    (make e2e, TestNodeBoot).
 `
 
 func powerOn(ctx context.Context, lab *vlab.Lab, b *vlab.Bootd, dir string, pcs []*demoPC) error {
