@@ -11,10 +11,19 @@ import (
 
 // Write replaces path with data, with permissions perm. The directory must exist.
 func Write(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+tmpInfix+"*")
-	if err != nil {
+	if err := Rename(path, "."+filepath.Base(path)+tmpInfix+"*", data, perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// Rename is Write without the directory's sync, for a caller that writes many files into one
+// directory and syncs it once (SyncDir), and with the temporary file's name pattern (as
+// os.CreateTemp takes it) chosen by the caller, whose own clean-up may know that name.
+func Rename(path, tmpPattern string, data []byte, perm fs.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), tmpPattern)
+	if err != nil {
+		return err
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after the rename
@@ -32,10 +41,7 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return SyncDir(dir)
+	return err
 }
 
 // tmpInfix marks Write's temporary files: .<name>.tmp-<random>, beside the file they replace.

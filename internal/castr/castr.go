@@ -258,7 +258,7 @@ func (s *syncedStore) StoreChunk(c *desync.Chunk) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeSynced(dir, path, b); err != nil {
+	if err := writeSynced(path, b); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -272,29 +272,10 @@ func (s *syncedStore) StoreChunk(c *desync.Chunk) error {
 // tmpPrefix is desync's name for chunks being written, which its Prune removes as leftovers.
 const tmpPrefix = ".tmp-cacnk"
 
-// writeSynced writes b to a temporary file in dir, syncs it and renames it to path; the
-// directory is synced later, once for all its new chunks.
-func writeSynced(dir, path string, b []byte) error {
-	f, err := os.CreateTemp(dir, tmpPrefix+"*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	err = f.Chmod(0o644)
-	if err == nil {
-		_, err = f.Write(b)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
+// writeSynced writes b to a temporary file beside path (desync's name for one), syncs it and
+// renames it to path; the directory is synced later, once for all its new chunks.
+func writeSynced(path string, b []byte) error {
+	if err := atomicfile.Rename(path, tmpPrefix+"*", b, 0o644); err != nil {
 		return fmt.Errorf("store chunk %s: %w", filepath.Base(path), err)
 	}
 	return nil
